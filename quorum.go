@@ -1,0 +1,118 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+var errNoResult = errors.New("node call returned no result")
+
+// quorum is the number of nodes that make a majority of n.
+func quorum(n int) int { return n/2 + 1 }
+
+// tally counts the outcomes of one round so far.
+type tally struct {
+	n       int // nodes in the round
+	ok      int // granted, extended or released
+	against int // refused, absent or failed
+}
+
+// won reports whether a majority agreed.
+func (t tally) won() bool { return t.ok >= quorum(t.n) }
+
+// lost reports whether a majority can no longer agree.
+func (t tally) lost() bool { return t.against > t.n-quorum(t.n) }
+
+// decided reports whether the outcome is known: a majority agreed, or can no
+// longer agree.
+func (t tally) decided() bool { return t.won() || t.lost() }
+
+// reply is one node's result, tagged with the node's index.
+type reply struct {
+	i int
+	r result
+}
+
+// round is one operation sent to every node at once. Each node call runs in
+// its own goroutine and reports on a buffered channel, so a node that never
+// answers cannot block anyone; fanOut stops waiting for it at the round's
+// deadline whether or not the client honours context deadlines (go-redis
+// ignores them on reads unless ContextTimeoutEnabled is set).
+type round struct {
+	results []result // by node index
+	tally   tally
+	pending int // calls still running when fanOut returned
+	replies chan reply
+	cancel  context.CancelFunc
+}
+
+// fanOut calls call for each of the n nodes concurrently, each bounded by
+// timeout (and by ctx), and collects replies until stop reports the round
+// decided, every node replied, the timeout passed or ctx is done. Nodes that
+// have not replied by then are recorded as failed with the reason. The caller
+// must pass the round to finish, which takes care of the calls still running.
+func fanOut(ctx context.Context, n int, timeout time.Duration, call func(ctx context.Context, i int) result, stop func(tally) bool) *round {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	r := &round{
+		results: make([]result, n),
+		tally:   tally{n: n},
+		pending: n,
+		replies: make(chan reply, n),
+		cancel:  cancel,
+	}
+	for i := range n {
+		go func() { r.replies <- reply{i, call(rctx, i)} }()
+	}
+	for r.pending > 0 && (stop == nil || !stop(r.tally)) {
+		select {
+		case x := <-r.replies:
+			r.pending--
+			if x.r == (result{}) {
+				x.r.err = errNoResult // keep "zero result" meaning "not answered"
+			}
+			r.results[x.i] = x.r
+			if x.r.ok() {
+				r.tally.ok++
+			} else {
+				r.tally.against++
+			}
+		case <-rctx.Done():
+			// The caller's own cancellation or deadline is reported as
+			// such; otherwise the node missed the round's deadline.
+			err := ctx.Err()
+			if err == nil {
+				err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
+			}
+			for i := range r.results {
+				if r.results[i] == (result{}) { // not answered: answers are never the zero result
+					r.results[i] = result{err: err}
+					r.tally.against++
+				}
+			}
+			return r
+		}
+	}
+	return r
+}
+
+// finish hands the replies of calls still running to late, in a goroutine
+// tracked by wg, and releases the round's resources once every call has
+// returned. late may be nil.
+func (r *round) finish(wg *sync.WaitGroup, late func(i int, res result)) {
+	if r.pending == 0 {
+		r.cancel()
+		return
+	}
+	wg.Go(func() {
+		defer r.cancel()
+		for range r.pending {
+			x := <-r.replies
+			if late != nil {
+				late(x.i, x.r)
+			}
+		}
+	})
+}

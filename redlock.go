@@ -1,0 +1,863 @@
+// Package redlock is a distributed lock over N independent Redis masters: the
+// Redlock algorithm, with the corrections its popular implementations miss.
+//
+// # Guarantees
+//
+// An acquisition sends the acquire script to all N nodes at once and succeeds
+// only if a majority (N/2+1) granted it while the lock's validity was still
+// positive. Validity is measured on this process's monotonic clock from
+// before the first request was sent:
+//
+//	validity = TTL − elapsed − (TTL × DriftFactor + 2 ms)
+//
+// While validity lasts, no other client of this package can hold the same
+// key, provided that
+//   - the nodes are independent masters (not replicas of each other) and do
+//     not lose a granted key early: a node that restarts without persistence,
+//     or whose clock jumps forward, can break mutual exclusion;
+//   - clocks on this machine and the nodes advance at rates that differ by
+//     less than DriftFactor (default 1%);
+//   - this process does not pause for longer than the validity it has left
+//     while it relies on the lock (a GC or VM pause can exceed it).
+//
+// Redlock gives no fencing token, so a holder that was paused past its
+// validity cannot be detected by the resource it writes to. Use [Lock.Validity]
+// before acting, keep critical sections well inside the TTL, and read
+// docs/design.md for the reasoning and its limits.
+//
+// A failed or cancelled attempt releases the lock on every node that granted
+// it, including nodes whose grant arrives after the attempt ended. Each node
+// call is bounded by a per-node timeout that the library enforces itself, so
+// a hung node costs neither Lock nor Unlock more than that timeout, and Lock
+// returns as soon as a majority has answered.
+//
+// # Usage
+//
+//	c, err := redlock.New([]redis.UniversalClient{n1, n2, n3})
+//	lock, err := c.Lock(ctx, "report:daily", redlock.WithTTL(30*time.Second))
+//	if err != nil { … }
+//	defer lock.Unlock(context.WithoutCancel(ctx))
+//	… work, checking lock.Validity() or calling lock.Extend …
+//
+// Errors are matched with [errors.Is] against [ErrNotObtained],
+// [ErrLockExpired], [ErrLockLost], [ErrReleased] and [ErrInvalidArgument];
+// a [*QuorumError] (see [errors.As]) tells which node answered what.
+//
+// All methods of [Client] and [Lock] are safe for concurrent use.
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Limits on arguments. Larger values are rejected with [ErrInvalidArgument].
+const (
+	MaxKeyLen      = 1024             // bytes in a lock key
+	MaxMetadataLen = 4096             // bytes of holder metadata
+	MaxTokenLen    = 256              // bytes in a token given to WithToken
+	MinTTL         = time.Millisecond // and the TTL must also leave positive validity after drift
+	MaxTTL         = 24 * time.Hour   // TTL of a lock, extension or cooldown
+)
+
+// Defaults.
+const (
+	DefaultTTL         = 10 * time.Second
+	DefaultDriftFactor = 0.01
+	DefaultKeyPrefix   = "redlock:"
+	// DefaultNodeTimeoutDivisor: unless WithNodeTimeout is given, each node
+	// call may take at most TTL/20 (500 ms for the default TTL).
+	DefaultNodeTimeoutDivisor = 20
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrNotObtained: the operation did not win a majority of nodes in time.
+	// From Lock or TryLock the lock is not held; from Extend it was not
+	// extended (it may still be valid, see Lock.Validity); from Unlock the
+	// release was not confirmed by a majority (unconfirmed keys expire at
+	// their TTL).
+	ErrNotObtained = errors.New("redlock: not obtained")
+	// ErrLockExpired: our lock had expired (on at least one node the key was
+	// gone) and no node showed another holder.
+	ErrLockExpired = errors.New("redlock: lock expired")
+	// ErrLockLost: another token holds the key on at least one node. As a
+	// node's reason in a QuorumError it means that node refused because
+	// another token held the key.
+	ErrLockLost = errors.New("redlock: lock held by another token")
+	// ErrReleased: Extend or Unlock was called on a lock already released.
+	ErrReleased = errors.New("redlock: lock already released")
+	// ErrInvalidArgument: a key, option or argument was rejected before any
+	// node was contacted.
+	ErrInvalidArgument = errors.New("redlock: invalid argument")
+)
+
+// QuorumError is the error of an operation that did not win a majority. It
+// matches its sentinel ([ErrNotObtained], [ErrLockExpired] or [ErrLockLost])
+// with errors.Is, and also the caller's context error when the caller's
+// context ended the operation. A single node's timeout or failure is listed
+// in Nodes only, so errors.Is(err, context.DeadlineExceeded) is true only
+// when the caller's own deadline passed.
+type QuorumError struct {
+	Op      string      // "lock", "extend" or "unlock"
+	Key     string      // the lock key as the caller gave it
+	Quorum  int         // nodes needed
+	Granted int         // nodes that agreed
+	Nodes   []NodeError // one per node that did not agree, in node order
+
+	err    error  // sentinel
+	cause  error  // the caller's context error, if any
+	detail string // extra explanation, if any
+}
+
+// NodeError is one node's part in a failed operation.
+type NodeError struct {
+	Node string // the node's address, or "node N" for clients without one
+	Err  error  // why it did not agree: ErrLockLost (held by another token), ErrLockExpired (key absent), or the node's own error
+}
+
+func (e *NodeError) Error() string { return e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the node's own error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "redlock: %s %q: %s: %d of %d nodes agreed, %d needed",
+		e.Op, e.Key, strings.TrimPrefix(e.err.Error(), "redlock: "), e.Granted, e.Granted+len(e.Nodes), e.Quorum)
+	if e.detail != "" {
+		b.WriteString(" (" + e.detail + ")")
+	}
+	if e.cause != nil {
+		b.WriteString(": " + e.cause.Error())
+	}
+	for i := range e.Nodes {
+		b.WriteString("; " + e.Nodes[i].Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel and, when the caller's context ended the
+// operation, the context's error.
+func (e *QuorumError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{e.err, e.cause}
+	}
+	return []error{e.err}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// config is a Client's settings.
+type config struct {
+	lock        lockConfig // defaults for every lock
+	drift       float64
+	nodeTimeout time.Duration // 0: TTL / DefaultNodeTimeoutDivisor
+	prefix      string
+	anyCount    bool
+	clock       clock
+	err         error
+}
+
+// lockConfig is one lock's settings.
+type lockConfig struct {
+	ttl   time.Duration
+	retry RetryStrategy
+	meta  string
+	token string
+	err   error
+}
+
+func (c *lockConfig) fail(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// Option configures a Client. Options are created by the With… functions.
+type Option interface{ apply(*config) }
+
+// LockOption configures one call to Lock or TryLock.
+type LockOption interface{ applyLock(*lockConfig) }
+
+// SharedOption is an option that, given to [New], sets the default for every
+// lock of the Client and, given to Lock or TryLock, applies to that lock only.
+type SharedOption interface {
+	Option
+	LockOption
+}
+
+type clientOption func(*config)
+
+func (f clientOption) apply(c *config) { f(c) }
+
+type lockOnlyOption func(*lockConfig)
+
+func (f lockOnlyOption) applyLock(c *lockConfig) { f(c) }
+
+type sharedOption func(*lockConfig)
+
+func (f sharedOption) applyLock(c *lockConfig) { f(c) }
+func (f sharedOption) apply(c *config)         { f(&c.lock) }
+
+// WithTTL sets how long a lock lives on the nodes unless extended. It must be
+// at least [MinTTL], at most [MaxTTL], and long enough to leave positive
+// validity after drift. The default is [DefaultTTL] (10 s).
+func WithTTL(ttl time.Duration) SharedOption {
+	return sharedOption(func(c *lockConfig) {
+		if err := checkDuration("TTL", ttl); err != nil {
+			c.fail(err)
+			return
+		}
+		c.ttl = ttl
+	})
+}
+
+// WithRetry sets how Lock retries after a failed attempt. The default waits a
+// random delay in [10 ms, 200 ms) between attempts until the context ends
+// (see [RandomBackoff]). TryLock never retries.
+func WithRetry(s RetryStrategy) SharedOption {
+	return sharedOption(func(c *lockConfig) {
+		if s == nil {
+			c.fail(invalid("nil retry strategy"))
+			return
+		}
+		c.retry = s
+	})
+}
+
+// WithMetadata stores information about the holder (host, pid, job id…) with
+// the lock on every node, for [Client.Inspect] and [Lock.Metadata]. At most
+// [MaxMetadataLen] bytes. The default is none.
+func WithMetadata(m string) SharedOption {
+	return sharedOption(func(c *lockConfig) {
+		if len(m) > MaxMetadataLen {
+			c.fail(invalid("metadata is %d bytes, more than %d", len(m), MaxMetadataLen))
+			return
+		}
+		c.meta = m
+	})
+}
+
+// WithToken acquires with the given token instead of a fresh random one. A
+// holder that passes its own [Lock.Token] re-enters its lock: nodes that hold
+// that token grant again and refresh the TTL. Re-entry is not counted: one
+// Unlock releases the key. A failed re-entry leaves the holder's lock as it
+// was. The token must be 1 to [MaxTokenLen] bytes without NUL. Keep tokens
+// secret and unguessable: anyone with the token can release the lock.
+func WithToken(token string) LockOption {
+	return lockOnlyOption(func(c *lockConfig) {
+		switch {
+		case token == "":
+			c.fail(invalid("empty token"))
+		case len(token) > MaxTokenLen:
+			c.fail(invalid("token is %d bytes, more than %d", len(token), MaxTokenLen))
+		case strings.IndexByte(token, 0) >= 0:
+			c.fail(invalid("token contains a NUL byte"))
+		default:
+			c.token = token
+		}
+	})
+}
+
+// WithDriftFactor sets the fraction of the TTL set aside for clock-rate
+// differences between this process and the nodes; 2 ms are always added.
+// It must be in [0, 1). The default is [DefaultDriftFactor] (0.01).
+func WithDriftFactor(f float64) Option {
+	return clientOption(func(c *config) {
+		if !(f >= 0 && f < 1) {
+			c.lock.fail(invalid("drift factor %v outside [0, 1)", f))
+			return
+		}
+		c.drift = f
+	})
+}
+
+// WithNodeTimeout bounds every call to one node. The library enforces it
+// itself, even for go-redis clients without ContextTimeoutEnabled (which
+// otherwise ignore context deadlines while reading). It should be small
+// against the TTL: a node slower than this counts as failed. The default is
+// TTL/20 of the lock concerned (500 ms for the default TTL).
+func WithNodeTimeout(d time.Duration) Option {
+	return clientOption(func(c *config) {
+		if d <= 0 {
+			c.lock.fail(invalid("node timeout %v is not positive", d))
+			return
+		}
+		c.nodeTimeout = d
+	})
+}
+
+// WithKeyPrefix sets the prefix of the Redis keys: the lock "job" is stored
+// at prefix+"{job}", so everything belonging to one lock shares a Cluster
+// hash slot. The prefix must not contain braces. The default is
+// [DefaultKeyPrefix] ("redlock:").
+func WithKeyPrefix(p string) Option {
+	return clientOption(func(c *config) {
+		if strings.ContainsAny(p, "{}") || len(p) > MaxKeyLen {
+			c.lock.fail(invalid("key prefix %q contains braces or is too long", p))
+			return
+		}
+		c.prefix = p
+	})
+}
+
+// WithAnyNodeCount lets New accept fewer than 3 nodes or an even number of
+// them. With 1 or 2 nodes a single node failure makes locking impossible, and
+// an even count tolerates no more failures than one node fewer.
+func WithAnyNodeCount() Option {
+	return clientOption(func(c *config) { c.anyCount = true })
+}
+
+// withClock replaces the clock used for validity (tests only).
+func withClock(clk clock) Option {
+	return clientOption(func(c *config) { c.clock = clk })
+}
+
+func checkDuration(what string, d time.Duration) error {
+	switch {
+	case d < MinTTL:
+		return invalid("%s %v is less than %v", what, d, MinTTL)
+	case d > MaxTTL:
+		return invalid("%s %v is more than %v", what, d, MaxTTL)
+	}
+	return nil
+}
+
+// Client acquires locks on a fixed set of independent Redis masters. Create
+// it with [New]; it is safe for concurrent use.
+type Client struct {
+	nodes []node
+	cfg   config
+	bg    sync.WaitGroup // goroutines waiting for late replies
+}
+
+// New returns a Client over clients, each one independent Redis master: a
+// standalone client, a Sentinel failover client or a Cluster client (one
+// vote however many shards). It rejects, with [ErrInvalidArgument], an empty
+// list, a nil client, the same client or address twice, and fewer than 3 or
+// an even number of clients unless [WithAnyNodeCount] is given.
+//
+// The Client does not own the clients: closing them is the caller's job.
+func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
+	cfg := config{
+		lock:   lockConfig{ttl: DefaultTTL, retry: defaultRetry},
+		drift:  DefaultDriftFactor,
+		prefix: DefaultKeyPrefix,
+		clock:  systemClock{},
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		o.apply(&cfg)
+	}
+	if cfg.lock.err != nil {
+		return nil, cfg.lock.err
+	}
+	if cfg.lock.token != "" {
+		return nil, invalid("WithToken applies to one lock, not to a Client")
+	}
+	if !canBeValid(cfg.lock.ttl, cfg.drift) {
+		return nil, invalid("TTL %v leaves no validity after drift %v", cfg.lock.ttl, drift(cfg.lock.ttl, cfg.drift))
+	}
+	n := len(clients)
+	switch {
+	case n == 0:
+		return nil, invalid("no clients")
+	case !cfg.anyCount && n < 3:
+		return nil, invalid("%d clients: Redlock needs at least 3 to tolerate a failure (WithAnyNodeCount allows fewer)", n)
+	case !cfg.anyCount && n%2 == 0:
+		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
+	}
+	c := &Client{cfg: cfg, nodes: make([]node, n)}
+	seen := make(map[any]int, n)
+	for i, cl := range clients {
+		if cl == nil || isNilPointer(cl) {
+			return nil, invalid("client %d is nil", i)
+		}
+		name, id := describe(i, cl)
+		for _, k := range []any{cl, id} {
+			if k == "" || !reflect.TypeOf(k).Comparable() {
+				continue
+			}
+			if j, dup := seen[k]; dup {
+				return nil, invalid("clients %d and %d are the same node (%s): nodes must be independent masters", j, i, name)
+			}
+			seen[k] = i
+		}
+		c.nodes[i] = &redisNode{client: cl, addr: name}
+	}
+	return c, nil
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+// describe names a client for errors, and returns an identity for finding
+// two clients of the same server ("" when it cannot tell).
+func describe(i int, cl redis.UniversalClient) (name, id string) {
+	switch cl := cl.(type) {
+	case *redis.Client:
+		if o := cl.Options(); o.Addr != "" && o.Addr != "FailoverClient" {
+			return o.Addr, o.Network + "/" + o.Addr
+		}
+	case *redis.ClusterClient:
+		if addrs := cl.Options().Addrs; len(addrs) > 0 {
+			return "cluster " + strings.Join(addrs, ","), "cluster/" + strings.Join(addrs, ",")
+		}
+	}
+	return fmt.Sprintf("node %d", i), ""
+}
+
+// Quorum returns the number of nodes that make a majority.
+func (c *Client) Quorum() int { return quorum(len(c.nodes)) }
+
+// Nodes returns the names of the nodes, in the order they were given.
+func (c *Client) Nodes() []string {
+	names := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		names[i] = n.name()
+	}
+	return names
+}
+
+// redisKey maps a lock key to the Redis key that holds it.
+func (c *Client) redisKey(key string) string { return c.cfg.prefix + "{" + key + "}" }
+
+func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
+	if c.cfg.nodeTimeout > 0 {
+		return c.cfg.nodeTimeout
+	}
+	return ttl / DefaultNodeTimeoutDivisor
+}
+
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return invalid("empty key")
+	case len(key) > MaxKeyLen:
+		return invalid("key is %d bytes, more than %d", len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// lockConfig validates key and opts and returns the lock's settings.
+func (c *Client) lockConfig(key string, opts []LockOption) (lockConfig, error) {
+	lc := c.cfg.lock
+	if err := checkKey(key); err != nil {
+		return lc, err
+	}
+	for _, o := range opts {
+		if o == nil {
+			return lc, invalid("nil lock option")
+		}
+		o.applyLock(&lc)
+	}
+	if lc.err != nil {
+		return lc, lc.err
+	}
+	if !canBeValid(lc.ttl, c.cfg.drift) {
+		return lc, invalid("TTL %v leaves no validity after drift %v", lc.ttl, drift(lc.ttl, c.cfg.drift))
+	}
+	return lc, nil
+}
+
+// Lock acquires the lock on key, retrying failed attempts as the retry
+// strategy says (by default until ctx is done). On failure the error is a
+// [*QuorumError] matching [ErrNotObtained], and ctx's error if ctx ended
+// the wait.
+func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	lc, err := c.lockConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	for failed := 1; ; failed++ {
+		l, qerr := c.attempt(ctx, key, &lc)
+		if qerr == nil {
+			return l, nil
+		}
+		if qerr.cause != nil {
+			return nil, qerr
+		}
+		d, ok := lc.retry.Delay(failed)
+		if !ok {
+			return nil, qerr
+		}
+		if err := sleep(ctx, d); err != nil {
+			qerr.cause = err
+			return nil, qerr
+		}
+	}
+}
+
+// TryLock makes exactly one attempt to acquire the lock on key. On failure
+// the error is a [*QuorumError] matching [ErrNotObtained].
+func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
+	lc, err := c.lockConfig(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, qerr := c.attempt(ctx, key, &lc)
+	if qerr != nil {
+		return nil, qerr
+	}
+	return l, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// attempt is one acquisition round on every node.
+func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock, *QuorumError) {
+	if err := ctx.Err(); err != nil {
+		return nil, &QuorumError{Op: "lock", Key: key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
+	}
+	token := lc.token
+	if token == "" {
+		token = rand.Text()
+	}
+	rkey, value, ttl := c.redisKey(key), encodeValue(token, lc.meta), lc.ttl
+	start := c.cfg.clock.Now()
+	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
+		return c.nodes[i].acquire(ctx, rkey, token, value, ttl)
+	}, tally.decided)
+	end := c.cfg.clock.Now()
+	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
+		r.finish(&c.bg, nil) // a late grant is one more node holding our lock
+		return &Lock{
+			c: c, key: key, rkey: rkey, token: token, meta: lc.meta,
+			ttl: ttl, until: start.Add(ttl - drift(ttl, c.cfg.drift)),
+		}, nil
+	}
+	// Failed: take back what this attempt created, now, and as late grants
+	// arrive. Keys that already held our token (re-entry) stay as they were.
+	r.finish(&c.bg, func(i int, res result) {
+		if res.status == statusOK {
+			c.releaseOn(ctx, []int{i}, rkey, token, ttl)
+		}
+	})
+	var created []int
+	for i, res := range r.results {
+		if res.status == statusOK {
+			created = append(created, i)
+		}
+	}
+	c.releaseOn(ctx, created, rkey, token, ttl)
+	qerr := c.quorumError("lock", key, r, ErrNotObtained, ctx)
+	if r.tally.won() {
+		qerr.detail = "majority reached after the validity ran out"
+	}
+	return nil, qerr
+}
+
+// releaseOn releases the key on the given nodes, with a context detached from
+// the caller's cancellation and bounded by the node timeout.
+func (c *Client) releaseOn(ctx context.Context, nodes []int, rkey, token string, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	r := fanOut(context.WithoutCancel(ctx), len(nodes), c.nodeTimeout(ttl), func(ctx context.Context, j int) result {
+		return c.nodes[nodes[j]].release(ctx, rkey, token, 0)
+	}, nil)
+	r.finish(&c.bg, nil)
+}
+
+// quorumError describes a failed round. sentinel is the default reason;
+// a node that saw another holder or no key turns an extend or unlock into
+// ErrLockLost or ErrLockExpired.
+func (c *Client) quorumError(op, key string, r *round, sentinel error, ctx context.Context) *QuorumError {
+	e := &QuorumError{Op: op, Key: key, Quorum: quorum(len(c.nodes)), Granted: r.tally.ok, err: sentinel, cause: ctx.Err()}
+	lost, expired := false, false
+	for i, res := range r.results {
+		var err error
+		switch res.status {
+		case statusOK, statusRefreshed:
+			continue
+		case statusHeld:
+			lost, err = true, ErrLockLost
+		case statusAbsent:
+			expired, err = true, ErrLockExpired
+		default:
+			err = res.err
+		}
+		e.Nodes = append(e.Nodes, NodeError{Node: c.nodes[i].name(), Err: err})
+	}
+	if op != "lock" {
+		switch {
+		case lost:
+			e.err = ErrLockLost
+		case expired:
+			e.err = ErrLockExpired
+		}
+	}
+	return e
+}
+
+// NodeState is what one node says about a key.
+type NodeState struct {
+	Node     string        // the node's address, or "node N"
+	Held     bool          // the key exists on this node
+	Token    string        // the holder's token, when held
+	Metadata string        // the holder's metadata, when held
+	TTL      time.Duration // the key's remaining TTL on this node; −1 if it has none
+	Err      error         // the node's error; the other fields are then empty
+}
+
+// KeyState is what every node says about a key, from [Client.Inspect].
+type KeyState struct {
+	Key    string
+	Quorum int
+	Nodes  []NodeState // in node order
+}
+
+// Holder returns the token held by a majority of nodes, with its metadata,
+// and whether there is one. When fewer than a majority answered, there is
+// none, whatever the other nodes hold.
+func (s *KeyState) Holder() (token, metadata string, ok bool) {
+	counts := make(map[string]int)
+	for _, n := range s.Nodes {
+		if n.Held {
+			counts[n.Token]++
+			if counts[n.Token] >= s.Quorum {
+				return n.Token, n.Metadata, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// Remaining returns how long the majority holder will keep the lock unless it
+// extends or releases it: the time until fewer than a majority of nodes still
+// hold its token, as the nodes' TTLs say. It is 0 when no token is held by a
+// majority, and math.MaxInt64 when a majority holds keys without TTL.
+func (s *KeyState) Remaining() time.Duration {
+	token, _, ok := s.Holder()
+	if !ok {
+		return 0
+	}
+	var ttls []time.Duration
+	for _, n := range s.Nodes {
+		if n.Held && n.Token == token {
+			t := n.TTL
+			if t < 0 {
+				t = math.MaxInt64
+			}
+			ttls = append(ttls, t)
+		}
+	}
+	// The quorum-th longest TTL: after it, fewer than a majority hold.
+	slices.Sort(ttls)
+	return ttls[len(ttls)-s.Quorum]
+}
+
+// Inspect asks every node what it holds at key: holder token and metadata
+// and the remaining TTL, or the node's error. It changes nothing. The error
+// is non-nil only for an invalid key or a ctx that is already done; node
+// failures are reported per node.
+func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rkey := c.redisKey(key)
+	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(c.cfg.lock.ttl), func(ctx context.Context, i int) result {
+		return c.nodes[i].inspect(ctx, rkey)
+	}, nil)
+	r.finish(&c.bg, nil)
+	s := &KeyState{Key: key, Quorum: c.Quorum(), Nodes: make([]NodeState, len(c.nodes))}
+	for i, res := range r.results {
+		st := NodeState{Node: c.nodes[i].name(), Err: res.err}
+		if res.status == statusHeld {
+			st.Held, st.TTL = true, res.pttl
+			st.Token, st.Metadata, _ = strings.Cut(res.value, "\x00")
+		}
+		s.Nodes[i] = st
+	}
+	return s, nil
+}
+
+// Lock is one acquisition of a lock. It is safe for concurrent use: a
+// watchdog may call Extend while another goroutine calls Unlock. Operations
+// that talk to the nodes run one at a time.
+type Lock struct {
+	c     *Client
+	key   string
+	rkey  string
+	token string
+	meta  string
+
+	op sync.Mutex // serialises Extend and Unlock
+
+	mu       sync.Mutex // guards the fields below
+	ttl      time.Duration
+	until    time.Time
+	released bool
+}
+
+// Key returns the lock's key as given to Lock.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the lock's token: 130 random bits from crypto/rand (or the
+// token given with [WithToken]). Pass it to WithToken to re-enter.
+func (l *Lock) Token() string { return l.token }
+
+// Metadata returns the holder metadata stored with the lock.
+func (l *Lock) Metadata() string { return l.meta }
+
+// Until returns the time until which the lock is valid, on this process's
+// monotonic clock. After Unlock, or once a failed Extend found the lock gone,
+// it is a time in the past.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Validity returns how long the lock remains valid: 0 once it has expired,
+// was released, or a failed Extend found it gone or held by another token.
+// It is a local, conservative estimate that already deducts drift.
+func (l *Lock) Validity() time.Duration {
+	return max(l.Until().Sub(l.c.cfg.clock.Now()), 0)
+}
+
+// invalidate marks the lock as no longer valid.
+func (l *Lock) invalidate(released bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := l.c.cfg.clock.Now(); l.until.After(now) {
+		l.until = now
+	}
+	l.released = l.released || released
+}
+
+func (l *Lock) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
+// Extend resets the lock's TTL to ttl on every node that still holds it. It
+// succeeds only if a majority extended it within the new validity window,
+// which then starts from the moment Extend was called. Extend never
+// re-creates a key that has expired.
+//
+// On failure the error is a [*QuorumError] matching [ErrLockLost] (another
+// token holds the key on some node) or [ErrLockExpired] (the key is gone on
+// some node), after which [Lock.Validity] is 0, or [ErrNotObtained] (too few
+// nodes answered), after which the lock keeps the validity it had. After
+// Unlock, Extend returns [ErrReleased].
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	c := l.c
+	if err := checkDuration("TTL", ttl); err != nil {
+		return err
+	}
+	if !canBeValid(ttl, c.cfg.drift) {
+		return invalid("TTL %v leaves no validity after drift %v", ttl, drift(ttl, c.cfg.drift))
+	}
+	if err := ctx.Err(); err != nil {
+		return &QuorumError{Op: "extend", Key: l.key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	if l.isReleased() {
+		return fmt.Errorf("%w: %q", ErrReleased, l.key)
+	}
+	start := c.cfg.clock.Now()
+	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
+		return c.nodes[i].extend(ctx, l.rkey, l.token, ttl)
+	}, tally.decided)
+	end := c.cfg.clock.Now()
+	r.finish(&c.bg, nil)
+	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
+		l.mu.Lock()
+		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
+		l.mu.Unlock()
+		return nil
+	}
+	qerr := c.quorumError("extend", l.key, r, ErrNotObtained, ctx)
+	if qerr.err != ErrNotObtained {
+		l.invalidate(false)
+	}
+	return qerr
+}
+
+// Unlock releases the lock on every node, waiting for each at most the node
+// timeout. It returns nil when a majority released it, which also proves the
+// lock was still held by us until then. Otherwise the error is a
+// [*QuorumError] matching [ErrLockLost] (another token holds the key on some
+// node), [ErrLockExpired] (the lock had expired), or [ErrNotObtained] (too
+// few nodes answered: Unlock may be called again; unconfirmed keys expire at
+// their TTL). A second Unlock returns [ErrReleased].
+//
+// ctx must not be done: a cancelled context sends nothing. To release in a
+// defer after the work's context may have been cancelled, pass
+// context.WithoutCancel(ctx).
+func (l *Lock) Unlock(ctx context.Context) error { return l.release(ctx, 0) }
+
+// UnlockAfter releases the lock but keeps other tokens out for cooldown
+// more: on every node that still holds it, the key is set to expire cooldown
+// from now instead of being deleted. It is for "at most once per period"
+// work. A cooldown of 0 is Unlock; otherwise it must be within [[MinTTL],
+// [MaxTTL]]. Errors are those of [Lock.Unlock].
+func (l *Lock) UnlockAfter(ctx context.Context, cooldown time.Duration) error {
+	if cooldown != 0 {
+		if err := checkDuration("cooldown", cooldown); err != nil {
+			return err
+		}
+	}
+	return l.release(ctx, cooldown)
+}
+
+func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
+	c := l.c
+	if err := ctx.Err(); err != nil {
+		return &QuorumError{Op: "unlock", Key: l.key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
+	}
+	l.op.Lock()
+	defer l.op.Unlock()
+	if l.isReleased() {
+		return fmt.Errorf("%w: %q", ErrReleased, l.key)
+	}
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
+		return c.nodes[i].release(ctx, l.rkey, l.token, cooldown)
+	}, nil)
+	r.finish(&c.bg, nil)
+	if r.tally.won() {
+		l.invalidate(true)
+		return nil
+	}
+	qerr := c.quorumError("unlock", l.key, r, ErrNotObtained, ctx)
+	l.invalidate(qerr.err != ErrNotObtained)
+	return qerr
+}
