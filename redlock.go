@@ -126,7 +126,12 @@ type NodeError struct {
 	Err  error  // why it did not agree: ErrLockLost (held by another token), ErrLockExpired (key absent), or the node's own error
 }
 
-func (e *NodeError) Error() string { return e.Node + ": " + e.Err.Error() }
+func (e *NodeError) Error() string {
+	if e.Err == nil {
+		return e.Node + ": ok"
+	}
+	return e.Node + ": " + e.Err.Error()
+}
 
 // Unwrap returns the node's own error.
 func (e *NodeError) Unwrap() error { return e.Err }
@@ -155,6 +160,10 @@ func (e *QuorumError) Unwrap() []error {
 	}
 	return []error{e.err}
 }
+
+// errUndecided is the reason of a node that had not answered when the
+// outcome was already decided; its reply is handled when it comes.
+var errUndecided = errors.New("no reply yet when the outcome was decided")
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
@@ -352,6 +361,29 @@ type Client struct {
 //
 // The Client does not own the clients: closing them is the caller's job.
 func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
+	nodes := make([]node, len(clients))
+	seen := make(map[any]int, len(clients))
+	for i, cl := range clients {
+		if cl == nil || isNilPointer(cl) {
+			return nil, invalid("client %d is nil", i)
+		}
+		name, id := describe(i, cl)
+		for _, k := range []any{cl, id} {
+			if k == "" || !reflect.TypeOf(k).Comparable() {
+				continue
+			}
+			if j, dup := seen[k]; dup {
+				return nil, invalid("clients %d and %d are the same node (%s): nodes must be independent masters", j, i, name)
+			}
+			seen[k] = i
+		}
+		nodes[i] = &redisNode{client: cl, addr: name}
+	}
+	return newClient(nodes, opts)
+}
+
+// newClient applies and checks the options and the node count.
+func newClient(nodes []node, opts []Option) (*Client, error) {
 	cfg := config{
 		lock:   lockConfig{ttl: DefaultTTL, retry: defaultRetry},
 		drift:  DefaultDriftFactor,
@@ -367,14 +399,10 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if cfg.lock.err != nil {
 		return nil, cfg.lock.err
 	}
-	if cfg.lock.token != "" {
-		return nil, invalid("WithToken applies to one lock, not to a Client")
-	}
 	if !canBeValid(cfg.lock.ttl, cfg.drift) {
 		return nil, invalid("TTL %v leaves no validity after drift %v", cfg.lock.ttl, drift(cfg.lock.ttl, cfg.drift))
 	}
-	n := len(clients)
-	switch {
+	switch n := len(nodes); {
 	case n == 0:
 		return nil, invalid("no clients")
 	case !cfg.anyCount && n < 3:
@@ -382,25 +410,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 	case !cfg.anyCount && n%2 == 0:
 		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
 	}
-	c := &Client{cfg: cfg, nodes: make([]node, n)}
-	seen := make(map[any]int, n)
-	for i, cl := range clients {
-		if cl == nil || isNilPointer(cl) {
-			return nil, invalid("client %d is nil", i)
-		}
-		name, id := describe(i, cl)
-		for _, k := range []any{cl, id} {
-			if k == "" || !reflect.TypeOf(k).Comparable() {
-				continue
-			}
-			if j, dup := seen[k]; dup {
-				return nil, invalid("clients %d and %d are the same node (%s): nodes must be independent masters", j, i, name)
-			}
-			seen[k] = i
-		}
-		c.nodes[i] = &redisNode{client: cl, addr: name}
-	}
-	return c, nil
+	return &Client{cfg: cfg, nodes: nodes}, nil
 }
 
 func isNilPointer(v any) bool {
@@ -549,17 +559,30 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 	}, tally.decided)
 	end := c.cfg.clock.Now()
 	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
-		r.finish(&c.bg, nil) // a late grant is one more node holding our lock
-		return &Lock{
+		l := &Lock{
 			c: c, key: key, rkey: rkey, token: token, meta: lc.meta,
 			ttl: ttl, until: start.Add(ttl - drift(ttl, c.cfg.drift)),
-		}, nil
+		}
+		// A late grant is one more node holding our lock, unless Unlock has
+		// begun: its release may have reached that node before the grant did.
+		r.finish(&c.bg, func(i int, res result) {
+			if res.status != statusOK {
+				return
+			}
+			l.mu.Lock()
+			releasing, cooldown := l.releasing, l.cooldown
+			l.mu.Unlock()
+			if releasing {
+				c.releaseOn(ctx, []int{i}, rkey, token, ttl, cooldown)
+			}
+		})
+		return l, nil
 	}
 	// Failed: take back what this attempt created, now, and as late grants
 	// arrive. Keys that already held our token (re-entry) stay as they were.
 	r.finish(&c.bg, func(i int, res result) {
 		if res.status == statusOK {
-			c.releaseOn(ctx, []int{i}, rkey, token, ttl)
+			c.releaseOn(ctx, []int{i}, rkey, token, ttl, 0)
 		}
 	})
 	var created []int
@@ -568,7 +591,7 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 			created = append(created, i)
 		}
 	}
-	c.releaseOn(ctx, created, rkey, token, ttl)
+	c.releaseOn(ctx, created, rkey, token, ttl, 0)
 	qerr := c.quorumError("lock", key, r, ErrNotObtained, ctx)
 	if r.tally.won() {
 		qerr.detail = "majority reached after the validity ran out"
@@ -578,12 +601,12 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 
 // releaseOn releases the key on the given nodes, with a context detached from
 // the caller's cancellation and bounded by the node timeout.
-func (c *Client) releaseOn(ctx context.Context, nodes []int, rkey, token string, ttl time.Duration) {
+func (c *Client) releaseOn(ctx context.Context, nodes []int, rkey, token string, ttl, cooldown time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
 	r := fanOut(context.WithoutCancel(ctx), len(nodes), c.nodeTimeout(ttl), func(ctx context.Context, j int) result {
-		return c.nodes[nodes[j]].release(ctx, rkey, token, 0)
+		return c.nodes[nodes[j]].release(ctx, rkey, token, cooldown)
 	}, nil)
 	r.finish(&c.bg, nil)
 }
@@ -605,6 +628,9 @@ func (c *Client) quorumError(op, key string, r *round, sentinel error, ctx conte
 			expired, err = true, ErrLockExpired
 		default:
 			err = res.err
+			if res == (result{}) {
+				err = errUndecided
+			}
 		}
 		e.Nodes = append(e.Nodes, NodeError{Node: c.nodes[i].name(), Err: err})
 	}
@@ -714,12 +740,15 @@ type Lock struct {
 	token string
 	meta  string
 
-	op sync.Mutex // serialises Extend and Unlock
+	op         sync.Mutex // serialises Extend and Unlock
+	releasedOn []bool     // guarded by op: nodes where an Unlock confirmed the release
 
-	mu       sync.Mutex // guards the fields below
-	ttl      time.Duration
-	until    time.Time
-	released bool
+	mu        sync.Mutex // guards the fields below
+	ttl       time.Duration
+	until     time.Time
+	releasing bool          // Unlock has begun: late grants are released
+	cooldown  time.Duration // of the Unlock that began
+	released  bool
 }
 
 // Key returns the lock's key as given to Lock.
@@ -766,8 +795,10 @@ func (l *Lock) isReleased() bool {
 
 // Extend resets the lock's TTL to ttl on every node that still holds it. It
 // succeeds only if a majority extended it within the new validity window,
-// which then starts from the moment Extend was called. Extend never
-// re-creates a key that has expired.
+// which then starts from the moment Extend was called, and returns as soon
+// as that majority answered; a failing Extend waits for every node (at most
+// the node timeout) to tell why. Extend never re-creates a key that has
+// expired.
 //
 // On failure the error is a [*QuorumError] matching [ErrLockLost] (another
 // token holds the key on some node) or [ErrLockExpired] (the key is gone on
@@ -793,7 +824,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	start := c.cfg.clock.Now()
 	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
 		return c.nodes[i].extend(ctx, l.rkey, l.token, ttl)
-	}, tally.decided)
+	}, tally.won) // on failure, hear every node: "lost" and "expired" differ
 	end := c.cfg.clock.Now()
 	r.finish(&c.bg, nil)
 	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
@@ -848,11 +879,27 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	}
 	l.mu.Lock()
 	ttl := l.ttl
+	l.releasing, l.cooldown = true, cooldown
 	l.mu.Unlock()
 	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
 		return c.nodes[i].release(ctx, l.rkey, l.token, cooldown)
 	}, nil)
 	r.finish(&c.bg, nil)
+	// A node released by an earlier, failed Unlock now answers "absent":
+	// that is its confirmation, not a sign of expiry.
+	if l.releasedOn == nil {
+		l.releasedOn = make([]bool, len(c.nodes))
+	}
+	for i, res := range r.results {
+		switch {
+		case res.status == statusOK:
+			l.releasedOn[i] = true
+		case res.status == statusAbsent && l.releasedOn[i]:
+			r.results[i].status = statusOK
+			r.tally.ok++
+			r.tally.against--
+		}
+	}
 	if r.tally.won() {
 		l.invalidate(true)
 		return nil

@@ -1,0 +1,218 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeClock is a clock that moves only when told to.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type fakeEntry struct {
+	value   string
+	expires time.Time // zero: no TTL
+}
+
+// fakeNode implements node with the semantics of the Lua scripts in node.go,
+// expiring keys on a fake clock, plus fault injection.
+type fakeNode struct {
+	id  string
+	clk *fakeClock
+
+	mu      sync.Mutex
+	keys    map[string]fakeEntry
+	err     error         // every call fails with it
+	gate    chan struct{} // calls wait for it to close, ignoring ctx like go-redis without ContextTimeoutEnabled
+	advance time.Duration // every acquire moves the clock on by this much: a slow node
+
+	calls       atomic.Int32
+	releaseErrs []error // ctx.Err() seen by each release call
+}
+
+var _ node = (*fakeNode)(nil)
+
+func newFakeNodes(n int, clk *fakeClock) []*fakeNode {
+	nodes := make([]*fakeNode, n)
+	for i := range nodes {
+		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), clk: clk, keys: map[string]fakeEntry{}}
+	}
+	return nodes
+}
+
+func (n *fakeNode) name() string { return n.id }
+
+// enter waits for the gate and returns the injected error, if any.
+func (n *fakeNode) enter() error {
+	n.calls.Add(1)
+	n.mu.Lock()
+	gate, err := n.gate, n.err
+	n.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return err
+}
+
+func (n *fakeNode) setGate(g chan struct{}) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.gate = g
+}
+
+func (n *fakeNode) setErr(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.err = err
+}
+
+// get returns the live entry at key; callers hold n.mu.
+func (n *fakeNode) get(key string) (fakeEntry, bool) {
+	e, ok := n.keys[key]
+	if ok && !e.expires.IsZero() && !n.clk.Now().Before(e.expires) {
+		delete(n.keys, key)
+		return e, false
+	}
+	return e, ok
+}
+
+func owns(value, token string) bool {
+	return value == token || strings.HasPrefix(value, token+"\x00")
+}
+
+// set stores value at key with the given TTL (no TTL when ttl < 0).
+func (n *fakeNode) set(key, value string, ttl time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e := fakeEntry{value: value}
+	if ttl >= 0 {
+		e.expires = n.clk.Now().Add(ttl)
+	}
+	n.keys[key] = e
+}
+
+func (n *fakeNode) value(key string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.get(key)
+	return e.value, ok
+}
+
+func (n *fakeNode) acquire(_ context.Context, key, token, value string, ttl time.Duration) result {
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.clk.Advance(n.advance)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.get(key)
+	switch {
+	case !ok:
+		n.keys[key] = fakeEntry{value: value, expires: n.clk.Now().Add(ttl.Truncate(time.Millisecond))}
+		return result{status: statusOK}
+	case owns(e.value, token):
+		n.keys[key] = fakeEntry{value: value, expires: n.clk.Now().Add(ttl.Truncate(time.Millisecond))}
+		return result{status: statusRefreshed}
+	case e.expires.IsZero():
+		return result{status: statusHeld, pttl: -1}
+	}
+	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now())}
+}
+
+func (n *fakeNode) extend(_ context.Context, key, token string, ttl time.Duration) result {
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.get(key)
+	switch {
+	case !ok:
+		return result{status: statusAbsent}
+	case !owns(e.value, token):
+		return result{status: statusHeld}
+	}
+	e.expires = n.clk.Now().Add(ttl.Truncate(time.Millisecond))
+	n.keys[key] = e
+	return result{status: statusOK}
+}
+
+func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time.Duration) result {
+	n.mu.Lock()
+	n.releaseErrs = append(n.releaseErrs, ctx.Err())
+	n.mu.Unlock()
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.get(key)
+	switch {
+	case !ok:
+		return result{status: statusAbsent}
+	case !owns(e.value, token):
+		return result{status: statusHeld}
+	case cooldown == 0:
+		delete(n.keys, key)
+	default:
+		e.expires = n.clk.Now().Add(cooldown)
+		n.keys[key] = e
+	}
+	return result{status: statusOK}
+}
+
+func (n *fakeNode) inspect(_ context.Context, key string) result {
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.get(key)
+	switch {
+	case !ok:
+		return result{status: statusAbsent}
+	case e.expires.IsZero():
+		return result{status: statusHeld, pttl: -1, value: e.value}
+	}
+	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now()), value: e.value}
+}
+
+var errFakeDown = errors.New("fake: connection refused")
+
+// newTestClient builds a Client over fake nodes with a fake clock, and waits
+// for its background goroutines when the test ends.
+func newTestClient(t testing.TB, fakes []*fakeNode, clk *fakeClock, opts ...Option) *Client {
+	t.Helper()
+	nodes := make([]node, len(fakes))
+	for i, f := range fakes {
+		nodes[i] = f
+	}
+	c, err := newClient(nodes, append([]Option{withClock(clk), WithAnyNodeCount()}, opts...))
+	if err != nil {
+		t.Fatalf("newClient: %v", err)
+	}
+	t.Cleanup(c.bg.Wait)
+	return c
+}
