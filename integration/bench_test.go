@@ -1,0 +1,134 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+)
+
+// Benchmarks against real redis-server. Besides ns/op they report p50 and
+// p99 of each measured step, for comparison within one run:
+//
+//	go test ./integration -run '^$' -bench . -count 5
+//
+// BenchmarkFloor is the single-node baseline (SET NX PX, then an EVALSHA
+// compare-and-delete, with plain go-redis); BenchmarkLockUnlock/nodes=5 is
+// meant to stay within 1.8× of it.
+
+// latencies collects one duration per iteration and reports percentiles.
+type latencies []time.Duration
+
+func (l latencies) report(b *testing.B, name string) {
+	if len(l) == 0 {
+		return
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	b.ReportMetric(float64(s[len(s)/2].Nanoseconds()), name+"-p50-ns")
+	b.ReportMetric(float64(s[len(s)*99/100].Nanoseconds()), name+"-p99-ns")
+}
+
+func BenchmarkLockUnlock(b *testing.B) {
+	for _, n := range []int{1, 3, 5} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := StartNodes(b, n)
+			c, err := redlock.New(Clients(b, nodes, nil), redlock.WithAnyNodeCount())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			cycle := make(latencies, 0, 1<<16)
+			keys := benchKeys(b.N)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				start := time.Now()
+				l, err := c.Lock(ctx, keys[i%len(keys)])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cycle = append(cycle, time.Since(start))
+				i++
+			}
+			cycle.report(b, "cycle")
+		})
+	}
+}
+
+// releaseIfOwner is the floor's compare-and-delete.
+var releaseIfOwner = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func BenchmarkFloor(b *testing.B) {
+	nodes := StartNodes(b, 1)
+	rc := Clients(b, nodes, nil)[0]
+	ctx := context.Background()
+	cycle := make(latencies, 0, 1<<16)
+	keys := benchKeys(b.N)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		key := keys[i%len(keys)]
+		ok, err := rc.SetNX(ctx, key, "token", 10*time.Second).Result()
+		if err != nil || !ok {
+			b.Fatalf("SET NX: %v %v", ok, err)
+		}
+		if n, err := releaseIfOwner.Run(ctx, rc, []string{key}, "token").Int(); err != nil || n != 1 {
+			b.Fatalf("release: %v %v", n, err)
+		}
+		cycle = append(cycle, time.Since(start))
+		i++
+	}
+	cycle.report(b, "cycle")
+}
+
+// BenchmarkHungNode measures Lock and Unlock with one of 5 nodes frozen
+// (SIGSTOP) and go-redis clients left at their defaults. Lock should not
+// notice the frozen node; Unlock waits for it up to the node timeout (50 ms
+// here). Run it with a bounded count: go test -bench HungNode -benchtime 200x
+func BenchmarkHungNode(b *testing.B) {
+	nodes := StartNodes(b, 5)
+	const nodeTimeout = 50 * time.Millisecond
+	c, err := redlock.New(Clients(b, nodes, nil), redlock.WithNodeTimeout(nodeTimeout))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	nodes[4].Pause(b)
+	b.Cleanup(func() { nodes[4].Resume(b) })
+	lock, unlock := make(latencies, 0, 1024), make(latencies, 0, 1024)
+	keys := benchKeys(b.N)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		l, err := c.Lock(ctx, keys[i%len(keys)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		lock = append(lock, time.Since(start))
+		start = time.Now()
+		_ = l.Unlock(ctx) // the frozen node's part fails, after the node timeout
+		unlock = append(unlock, time.Since(start))
+		i++
+	}
+	lock.report(b, "lock")
+	unlock.report(b, "unlock")
+}
+
+// benchKeys returns distinct keys, so that every cycle starts on a fresh key.
+func benchKeys(n int) []string {
+	keys := make([]string, min(max(n, 1), 1<<16))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:%d", i)
+	}
+	return keys
+}

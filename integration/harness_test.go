@@ -1,0 +1,354 @@
+// Package integration tests redlock against real Redis servers.
+//
+// The harness starts its own redis-server processes on free loopback ports
+// (Debian package redis-server, or REDIS_SERVER=/path/to/redis-server) and
+// stops them when each test ends, and again when the test binary exits.
+// Without a redis-server binary it uses testcontainers when a Docker engine
+// answers. REDLOCK_ADDRS=host:port,… points it at servers you run yourself;
+// tests that kill or pause servers are then skipped, and only keys the tests
+// create are touched. When no server can be had the tests skip, except under
+// CI=true, where they fail: a suite that silently skips proves nothing.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/testcontainers/testcontainers-go"
+	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	stopAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Node is one Redis server used by a test.
+type Node struct {
+	Addr string
+
+	// process backend
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *lockedBuffer
+	mu     sync.Mutex
+	paused bool
+	dead   bool
+
+	// docker backend
+	ctr    *tcredis.RedisContainer
+	docker *testcontainers.DockerClient
+}
+
+var (
+	started   []*Node // every process the harness started, for stopAll
+	startedMu sync.Mutex
+)
+
+// stopAll kills every server process still running.
+func stopAll() {
+	startedMu.Lock()
+	defer startedMu.Unlock()
+	for _, n := range started {
+		n.stop()
+	}
+	started = nil
+}
+
+type backendKind int
+
+const (
+	backendNone backendKind = iota
+	backendExternal
+	backendProcess
+	backendDocker
+)
+
+var backendOnce = sync.OnceValues(func() (backendKind, string) {
+	if addrs := os.Getenv("REDLOCK_ADDRS"); addrs != "" {
+		return backendExternal, addrs
+	}
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	if path, err := exec.LookPath(bin); err == nil {
+		return backendProcess, path
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if cli, err := testcontainers.NewDockerClientWithOpts(ctx); err == nil {
+		cli.Close()
+		return backendDocker, ""
+	}
+	return backendNone, ""
+})
+
+// StartNodes gives the test n Redis servers, stopped when the test ends.
+func StartNodes(t testing.TB, n int) []*Node {
+	t.Helper()
+	kind, arg := backendOnce()
+	switch kind {
+	case backendExternal:
+		addrs := strings.Split(arg, ",")
+		if len(addrs) < n {
+			t.Skipf("REDLOCK_ADDRS names %d servers; this test needs %d", len(addrs), n)
+		}
+		nodes := make([]*Node, n)
+		for i := range nodes {
+			nodes[i] = &Node{Addr: strings.TrimSpace(addrs[i])}
+		}
+		return nodes
+	case backendProcess:
+		nodes := make([]*Node, n)
+		for i := range nodes {
+			nodes[i] = startProcess(t, arg)
+		}
+		return nodes
+	case backendDocker:
+		nodes := make([]*Node, n)
+		for i := range nodes {
+			nodes[i] = startContainer(t)
+		}
+		return nodes
+	}
+	msg := "no Redis server: install redis-server (make test does, from Debian's packages), set REDIS_SERVER or REDLOCK_ADDRS, or run a Docker engine"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// startProcess starts redis-server on a free loopback port, retrying with
+// another port if the one picked was taken in between.
+func startProcess(t testing.TB, bin string) *Node {
+	t.Helper()
+	dir := t.TempDir()
+	var lastErr error
+	for range 5 {
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), exited: make(chan struct{}), out: &lockedBuffer{}}
+		_, port, _ := net.SplitHostPort(n.Addr)
+		n.cmd = exec.Command(bin,
+			"--port", port, "--bind", "127.0.0.1", "--protected-mode", "no",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--daemonize", "no", "--loglevel", "warning")
+		n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+		// Its own process group, and killed if this process dies first.
+		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := n.cmd.Start(); err != nil {
+			t.Fatalf("start %s: %v", bin, err)
+		}
+		go func() { _ = n.cmd.Wait(); close(n.exited) }()
+		startedMu.Lock()
+		started = append(started, n)
+		startedMu.Unlock()
+		if lastErr = n.waitReady(5 * time.Second); lastErr == nil {
+			t.Cleanup(n.stop)
+			return n
+		}
+		n.stop()
+	}
+	t.Fatalf("redis-server did not start: %v", lastErr)
+	return nil
+}
+
+// waitReady waits until the server answers PING.
+func (n *Node) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		select {
+		case <-n.exited:
+			return fmt.Errorf("redis-server exited: %s", n.out.String())
+		default:
+		}
+		if err := ping(n.Addr); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("no PONG from %s: %v; output: %s", n.Addr, err, n.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ping speaks RESP directly, so that readiness checks leave no client behind.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("got %q", line)
+	}
+	return nil
+}
+
+// stop kills the server (resuming it first if paused) and waits for it.
+func (n *Node) stop() {
+	switch {
+	case n.cmd != nil:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.dead {
+			return
+		}
+		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+		<-n.exited
+		n.dead = true
+	case n.ctr != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = n.ctr.Terminate(ctx)
+	}
+}
+
+func needsOwnServers(t testing.TB, n *Node) {
+	t.Helper()
+	if n.cmd == nil && n.ctr == nil {
+		t.Skip("fault injection needs servers the harness started, not REDLOCK_ADDRS")
+	}
+}
+
+// Kill stops the server at once, like a crash (SIGKILL).
+func (n *Node) Kill(t testing.TB) {
+	t.Helper()
+	needsOwnServers(t, n)
+	n.stop()
+}
+
+// Pause freezes the server (SIGSTOP, or docker pause): it accepts TCP
+// connections but answers nothing until Resume.
+func (n *Node) Pause(t testing.TB) {
+	t.Helper()
+	needsOwnServers(t, n)
+	if n.ctr != nil {
+		if _, err := n.docker.ContainerPause(t.Context(), n.ctr.GetContainerID(), pauseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := syscall.Kill(n.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	n.paused = true
+}
+
+// Resume undoes Pause.
+func (n *Node) Resume(t testing.TB) {
+	t.Helper()
+	if n.ctr != nil {
+		if _, err := n.docker.ContainerUnpause(context.Background(), n.ctr.GetContainerID(), unpauseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.paused && !n.dead {
+		_ = syscall.Kill(n.cmd.Process.Pid, syscall.SIGCONT)
+	}
+	n.paused = false
+}
+
+// Clients returns one go-redis client per node, closed when the test ends.
+// edit, if not nil, adjusts each client's options.
+func Clients(t testing.TB, nodes []*Node, edit func(*redis.Options)) []redis.UniversalClient {
+	t.Helper()
+	clients := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		opt := &redis.Options{Addr: n.Addr}
+		if edit != nil {
+			edit(opt)
+		}
+		c := redis.NewClient(opt)
+		t.Cleanup(func() { _ = c.Close() })
+		clients[i] = c
+	}
+	return clients
+}
+
+// Admin returns a client for inspecting and preparing one node directly.
+func Admin(t testing.TB, n *Node) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// UniqueKey returns a lock key no other test or run uses, and deletes its
+// Redis key from every node when the test ends.
+func UniqueKey(t testing.TB, nodes []*Node) string {
+	t.Helper()
+	key := fmt.Sprintf("%s:%s", strings.ReplaceAll(t.Name(), "/", ":"), rand.Text()[:8])
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			c.Del(ctx, RedisKey(key))
+			cancel()
+			_ = c.Close()
+		}
+	})
+	return key
+}
+
+// RedisKey is where the library stores the lock key with its default prefix.
+func RedisKey(key string) string { return "redlock:{" + key + "}" }

@@ -1,0 +1,480 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+)
+
+func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(clients, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitEmpty polls until no node holds key, failing after limit. Keys in these
+// tests live for a minute, so only a release can empty them in time.
+func waitEmpty(t *testing.T, nodes []*Node, key string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for _, n := range nodes {
+		admin := Admin(t, n)
+		for {
+			v, err := admin.Get(t.Context(), RedisKey(key)).Result()
+			if errors.Is(err, redis.Nil) {
+				break
+			}
+			if time.Now().After(deadline) {
+				pttl, _ := admin.PTTL(t.Context(), RedisKey(key)).Result()
+				t.Fatalf("%s still holds %q (pttl %v, err %v) %v after the attempt", n.Addr, v, pttl, err, limit)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// TestMutualExclusion: 50 goroutines, in 5 Clients with their own
+// connections (as 5 processes would have), contend for one key on 5 nodes;
+// a shared counter detects any overlap of critical sections.
+func TestMutualExclusion(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	var inside, overlaps, acquired atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for p := range 5 {
+		c := newClient(t, Clients(t, nodes, nil), redlock.WithTTL(5*time.Second))
+		for range 10 {
+			wg.Go(func() {
+				for range 4 {
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					l, err := c.Lock(ctx, key, redlock.WithRetry(redlock.RandomBackoff(time.Millisecond, 20*time.Millisecond)),
+						redlock.WithMetadata(fmt.Sprintf("process %d", p)))
+					cancel()
+					if err != nil {
+						errs <- err
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					time.Sleep(200 * time.Microsecond)
+					if l.Validity() <= 0 {
+						errs <- fmt.Errorf("lock expired inside the critical section")
+					}
+					inside.Add(-1)
+					acquired.Add(1)
+					if err := l.Unlock(context.Background()); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if overlaps.Load() != 0 || acquired.Load() != 200 {
+		t.Fatalf("got %d overlaps in %d acquisitions, want 0 in 200", overlaps.Load(), acquired.Load())
+	}
+	waitEmpty(t, nodes, key, 2*time.Second)
+}
+
+// TestMinorityKilled: with 2 of 5 nodes SIGKILLed, locking goes on.
+func TestMinorityKilled(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil))
+	nodes[1].Kill(t)
+	nodes[3].Kill(t)
+	for range 5 {
+		l, err := c.TryLock(t.Context(), key)
+		if err != nil {
+			t.Fatalf("TryLock with 3 of 5 nodes up: %v", err)
+		}
+		if err := l.Extend(t.Context(), 20*time.Second); err != nil {
+			t.Fatalf("Extend with 3 of 5 nodes up: %v", err)
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatalf("Unlock with 3 of 5 nodes up: %v", err)
+		}
+	}
+	s, err := c.Inspect(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range s.Nodes {
+		if down := i == 1 || i == 3; down != (n.Err != nil) {
+			t.Errorf("Inspect node %d: got err %v, want an error exactly for the killed nodes", i, n.Err)
+		}
+	}
+}
+
+// TestMajorityDown: with 3 of 5 nodes down, TryLock fails at once (without
+// waiting for any timeout) with ErrNotObtained listing each node's error,
+// and leaves nothing on the live nodes.
+func TestMajorityDown(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithNodeTimeout(time.Hour))
+	for _, n := range nodes[:3] {
+		n.Kill(t)
+	}
+	done := make(chan error)
+	go func() { _, err := c.TryLock(context.Background(), key); done <- err }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("TryLock waited although a majority was already impossible")
+	}
+	var qe *redlock.QuorumError
+	if !errors.Is(err, redlock.ErrNotObtained) || !errors.As(err, &qe) {
+		t.Fatalf("got %v, want a QuorumError matching ErrNotObtained", err)
+	}
+	refused := 0
+	for _, ne := range qe.Nodes {
+		if strings.Contains(ne.Err.Error(), "connection refused") {
+			refused++
+			if !strings.Contains(err.Error(), ne.Node) {
+				t.Errorf("message does not name %s: %v", ne.Node, err)
+			}
+		}
+	}
+	if refused < 2 { // fail-fast may decide on 3 failures before the 3rd dead node answers
+		t.Fatalf("got %v, want the dead nodes' connection errors", err)
+	}
+	waitEmpty(t, nodes[3:], key, 2*time.Second)
+}
+
+// TestHungNode: one of 5 nodes is frozen (SIGSTOP: it accepts connections
+// but never answers). The go-redis clients are left with their defaults
+// (no ContextTimeoutEnabled, 5 s read timeout): Lock must still not wait for
+// the frozen node, and Unlock must return within the node timeout.
+func TestHungNode(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	const nodeTimeout = 300 * time.Millisecond
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithNodeTimeout(nodeTimeout))
+	// Warm the pools so the frozen node's connection exists before it freezes.
+	l, err := c.TryLock(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	nodes[2].Pause(t)
+	t.Cleanup(func() { nodes[2].Resume(t) })
+	for range 3 {
+		start := time.Now()
+		l, err := c.Lock(t.Context(), key)
+		lockTook := time.Since(start)
+		if err != nil {
+			t.Fatalf("Lock with one frozen node: %v", err)
+		}
+		start = time.Now()
+		err = l.Unlock(t.Context())
+		unlockTook := time.Since(start)
+		var qe *redlock.QuorumError
+		if err != nil && !errors.As(err, &qe) {
+			t.Fatalf("Unlock: %v", err)
+		}
+		// Behaviour, not performance: margins are orders of magnitude wide.
+		if lockTook >= nodeTimeout {
+			t.Errorf("Lock took %v: it waited for the frozen node (node timeout %v)", lockTook, nodeTimeout)
+		}
+		if unlockTook > nodeTimeout+2*time.Second {
+			t.Errorf("Unlock took %v, want about the node timeout %v (go-redis alone would wait 5 s)", unlockTook, nodeTimeout)
+		}
+	}
+	nodes[2].Resume(t)
+	// The frozen node now runs the queued acquire and release scripts in
+	// whatever order; the library releases any grant that comes back late.
+	waitEmpty(t, nodes, key, 6*time.Second)
+}
+
+// TestLateGrantsReleased: an attempt fails (3 of 5 nodes held by another
+// token) while one node is frozen with the acquire in flight; when that node
+// wakes and grants, the grant is released, long before its TTL.
+func TestLateGrantsReleased(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	for _, n := range nodes[:3] {
+		if err := Admin(t, n).Set(t.Context(), RedisKey(key), "someone-else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(3*time.Second))
+	nodes[3].Pause(t)
+	_, err := c.TryLock(t.Context(), key)
+	if !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("got %v, want ErrNotObtained", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	nodes[3].Resume(t)
+	waitEmpty(t, nodes[3:], key, 2*time.Second)
+	for _, n := range nodes[:3] {
+		if v, _ := Admin(t, n).Get(t.Context(), RedisKey(key)).Result(); v != "someone-else" {
+			t.Fatalf("%s: the other holder's key became %q", n.Addr, v)
+		}
+	}
+}
+
+// TestCancelledAttemptReleases: a caller that gives up mid-attempt leaves no
+// key behind, though its context is cancelled.
+func TestCancelledAttemptReleases(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(3*time.Second))
+	nodes[0].Pause(t)
+	nodes[1].Pause(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.TryLock(ctx, key)
+	if !errors.Is(err, redlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want ErrNotObtained and the caller's deadline", err)
+	}
+	nodes[0].Resume(t)
+	nodes[1].Resume(t)
+	waitEmpty(t, nodes, key, 2*time.Second)
+}
+
+// TestNoScript: after SCRIPT FLUSH every operation still works.
+func TestNoScript(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil))
+	flush := func() {
+		for _, n := range nodes {
+			if err := Admin(t, n).ScriptFlush(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	flush()
+	l, err := c.TryLock(t.Context(), key)
+	if err != nil {
+		t.Fatalf("TryLock after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	if err := l.Extend(t.Context(), time.Minute); err != nil {
+		t.Fatalf("Extend after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	if _, err := c.Inspect(t.Context(), key); err != nil {
+		t.Fatalf("Inspect after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
+	}
+	waitEmpty(t, nodes, key, time.Second)
+}
+
+// TestNodeErrorReplies: a node answering WRONGTYPE, READONLY, NOPERM, OOM or
+// BUSY counts as a failed node: with two such nodes of three the lock is not
+// obtained, the error names each node's reply, the healthy node's grant is
+// released, and a foreign key is never deleted.
+func TestNodeErrorReplies(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply string
+		// break makes node n answer with the error; it returns a check run
+		// after the attempt.
+		breakNode func(t *testing.T, n *Node, peer *Node, key string) (edit func(*redis.Options), after func())
+	}{
+		{"WRONGTYPE", "WRONGTYPE", func(t *testing.T, n, _ *Node, key string) (func(*redis.Options), func()) {
+			admin := Admin(t, n)
+			if err := admin.HSet(t.Context(), RedisKey(key), "field", "foreign").Err(); err != nil {
+				t.Fatal(err)
+			}
+			return nil, func() {
+				if v, err := admin.HGet(t.Context(), RedisKey(key), "field").Result(); err != nil || v != "foreign" {
+					t.Errorf("%s: the foreign hash is gone or changed: %q %v", n.Addr, v, err)
+				}
+			}
+		}},
+		{"READONLY", "READONLY", func(t *testing.T, n, peer *Node, _ string) (func(*redis.Options), func()) {
+			host, port, _ := strings.Cut(peer.Addr, ":")
+			if err := Admin(t, n).SlaveOf(t.Context(), host, port).Err(); err != nil {
+				t.Fatal(err)
+			}
+			return nil, nil
+		}},
+		{"NOPERM", "NOPERM", func(t *testing.T, n, _ *Node, _ string) (func(*redis.Options), func()) {
+			// A user who may read and write keys but not run scripts.
+			if err := Admin(t, n).Do(t.Context(), "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "+@all", "-evalsha", "-eval").Err(); err != nil {
+				t.Fatal(err)
+			}
+			return func(o *redis.Options) { o.Username, o.Password = "noscript", "pw" }, nil
+		}},
+		{"OOM", "OOM", func(t *testing.T, n, _ *Node, _ string) (func(*redis.Options), func()) {
+			admin := Admin(t, n)
+			if err := admin.ConfigSet(t.Context(), "maxmemory-policy", "noeviction").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+			return nil, nil
+		}},
+		{"BUSY", "BUSY", func(t *testing.T, n, _ *Node, _ string) (func(*redis.Options), func()) {
+			admin := Admin(t, n)
+			if err := admin.ConfigSet(t.Context(), "busy-reply-threshold", "10").Err(); err != nil {
+				t.Fatal(err)
+			}
+			// A read-only script that spins for 2 s, so SCRIPT KILL can end it.
+			spin := redis.NewClient(&redis.Options{Addr: n.Addr, ReadTimeout: -1})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				spin.Eval(context.Background(), `local t = redis.call('TIME') local e = t[1] * 1000000 + t[2] + 2000000
+					repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] > e return 1`, nil)
+			}()
+			time.Sleep(100 * time.Millisecond) // past the 10 ms threshold
+			return nil, func() {
+				_ = admin.ScriptKill(context.Background()).Err()
+				<-done
+				_ = spin.Close()
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := StartNodes(t, 3)
+			needsOwnServers(t, nodes[0]) // the setups reconfigure the servers
+			key := UniqueKey(t, nodes)
+			var afters []func()
+			edits := make([]func(*redis.Options), 3)
+			for i := range 2 {
+				edit, after := tc.breakNode(t, nodes[i], nodes[2], key)
+				edits[i] = edit
+				if after != nil {
+					afters = append(afters, after)
+				}
+			}
+			clients := make([]redis.UniversalClient, 3)
+			for i, n := range nodes {
+				clients[i] = Clients(t, []*Node{n}, edits[i])[0]
+			}
+			c := newClient(t, clients, redlock.WithTTL(time.Minute))
+			_, err := c.TryLock(t.Context(), key)
+			var qe *redlock.QuorumError
+			if !errors.Is(err, redlock.ErrNotObtained) || !errors.As(err, &qe) {
+				t.Fatalf("got %v, want a QuorumError matching ErrNotObtained", err)
+			}
+			for _, ne := range qe.Nodes {
+				if ne.Node != nodes[2].Addr && !strings.Contains(ne.Err.Error(), tc.reply) {
+					t.Errorf("%s: got %v, want its %s reply", ne.Node, ne.Err, tc.reply)
+				}
+			}
+			for _, after := range afters {
+				after()
+			}
+			waitEmpty(t, nodes[2:], key, 2*time.Second)
+		})
+	}
+}
+
+// TestExpiryHonoured: every key the library writes carries a TTL that
+// matches what was asked: after Lock, Extend, re-entry and UnlockAfter.
+func TestExpiryHonoured(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil))
+	checkPTTL := func(what string, ttl time.Duration) {
+		t.Helper()
+		for _, n := range nodes {
+			pttl, err := Admin(t, n).PTTL(t.Context(), RedisKey(key)).Result()
+			if err != nil || pttl <= 0 || pttl > ttl {
+				t.Fatalf("%s: %s PTTL %v (%v), want in (0, %v]", what, n.Addr, pttl, err, ttl)
+			}
+		}
+	}
+	l, err := c.TryLock(t.Context(), key, redlock.WithTTL(5*time.Second), redlock.WithMetadata("host=a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // let a straggling grant land
+	checkPTTL("after Lock", 5*time.Second)
+	if err := l.Extend(t.Context(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkPTTL("after Extend", 30*time.Second)
+	again, err := c.TryLock(t.Context(), key, redlock.WithToken(l.Token()), redlock.WithTTL(8*time.Second))
+	if err != nil {
+		t.Fatalf("re-entry: %v", err)
+	}
+	checkPTTL("after re-entry", 8*time.Second)
+	s, err := c.Inspect(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, ok := s.Holder(); !ok || tok != l.Token() || s.Remaining() <= 0 || s.Remaining() > 8*time.Second {
+		t.Fatalf("Inspect: holder %q %v remaining %v", tok, ok, s.Remaining())
+	}
+	if err := again.UnlockAfter(t.Context(), 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkPTTL("after UnlockAfter", 3*time.Second)
+	if _, err := c.TryLock(t.Context(), key); !errors.Is(err, redlock.ErrNotObtained) {
+		t.Fatalf("during the cooldown: got %v, want ErrNotObtained", err)
+	}
+}
+
+// TestUnlockOutcomes: a lock that expired, or was taken over, reports it.
+func TestUnlockOutcomes(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil))
+	l, err := c.TryLock(t.Context(), key, redlock.WithTTL(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := l.Extend(t.Context(), time.Minute); !errors.Is(err, redlock.ErrLockExpired) {
+		t.Fatalf("Extend after expiry: got %v, want ErrLockExpired", err)
+	}
+	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrLockExpired) {
+		t.Fatalf("Unlock after expiry: got %v, want ErrLockExpired", err)
+	}
+	waitEmpty(t, nodes, key, time.Second) // Extend did not re-create the keys
+
+	l, err = c.TryLock(t.Context(), key, redlock.WithTTL(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	other, err := c.TryLock(t.Context(), key, redlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrLockLost) {
+		t.Fatalf("Unlock after takeover: got %v, want ErrLockLost", err)
+	}
+	if s, _ := c.Inspect(t.Context(), key); s == nil {
+		t.Fatal("Inspect failed")
+	} else if tok, _, ok := s.Holder(); !ok || tok != other.Token() {
+		t.Fatalf("the new holder's lock was disturbed: holder %q %v", tok, ok)
+	}
+	if err := other.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Unlock(t.Context()); !errors.Is(err, redlock.ErrReleased) {
+		t.Fatalf("double Unlock: got %v, want ErrReleased", err)
+	}
+}
