@@ -120,7 +120,19 @@ func (n *fakeNode) value(key string) (string, bool) {
 	return e.value, ok
 }
 
-func (n *fakeNode) acquire(_ context.Context, key, token, value string, ttl time.Duration) result {
+func (n *fakeNode) do(ctx context.Context, o *op) result {
+	switch o.kind {
+	case opAcquire:
+		return n.acquire(o.key, o.token, o.value, o.ttl)
+	case opExtend:
+		return n.extend(o.key, o.token, o.ttl)
+	case opRelease:
+		return n.release(ctx, o.key, o.token, o.ttl)
+	}
+	return n.inspect(o.key)
+}
+
+func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
@@ -141,7 +153,7 @@ func (n *fakeNode) acquire(_ context.Context, key, token, value string, ttl time
 	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now())}
 }
 
-func (n *fakeNode) extend(_ context.Context, key, token string, ttl time.Duration) result {
+func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
@@ -183,7 +195,7 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 	return result{status: statusOK}
 }
 
-func (n *fakeNode) inspect(_ context.Context, key string) result {
+func (n *fakeNode) inspect(key string) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}

@@ -2,17 +2,19 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // This file is the wire protocol with one node. Every operation is one Lua
-// script, so each is atomic on the node and costs one round trip. Scripts run
-// through go-redis's Script.Run: EVALSHA, falling back to EVAL (which also
-// loads the script) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH
-// or a restart.
+// script, so each is atomic on the node and costs one round trip: EVALSHA,
+// falling back to EVAL when the node answers NOSCRIPT. (go-redis's
+// Script.Run does the same, but cannot turn off go-redis's own retries; see
+// noRetry.)
 //
 // A lock is one string key. Its value is the holder's token, followed by a
 // NUL byte and the holder's metadata when there is any, so ownership is "the
@@ -22,12 +24,14 @@ import (
 // makes GET fail with WRONGTYPE, the script stops, and the foreign key is
 // left as it was.
 
-// acquireScript takes the lock or re-enters it.
-// KEYS[1] key, ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms.
+// The scripts. Each takes the lock key as KEYS[1].
+
+// acquireSrc takes the lock or re-enters it.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms.
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
 // ≤ 0 refused, where the reply is −(holder's PTTL + 1): 0 means the holder's
 // key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms.
-var acquireScript = redis.NewScript(`
+const acquireSrc = `
 local v = redis.call('GET', KEYS[1])
 if not v then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -38,24 +42,24 @@ if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 	return 2
 end
 return -1 - redis.call('PTTL', KEYS[1])
-`)
+`
 
-// extendScript resets the TTL of a key we hold; it never re-creates one.
-// KEYS[1] key, ARGV[1] token, ARGV[2] ttl in ms.
+// extendSrc resets the TTL of a key we hold; it never re-creates one.
+// ARGV[1] token, ARGV[2] ttl in ms.
 // Reply: 1 extended; 0 key absent (expired); −1 another token holds it.
-var extendScript = redis.NewScript(`
+const extendSrc = `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
-`)
+`
 
-// releaseScript deletes a key we hold, or with a cooldown leaves it in place
+// releaseSrc deletes a key we hold, or with a cooldown leaves it in place
 // to expire cooldown ms from now, keeping other tokens out until then.
-// KEYS[1] key, ARGV[1] token, ARGV[2] cooldown in ms (0: delete now).
+// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now).
 // Reply: 1 released; 0 key absent (expired); −1 another token holds it.
-var releaseScript = redis.NewScript(`
+const releaseSrc = `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
@@ -65,13 +69,69 @@ else
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 1
-`)
+`
 
-// inspectScript reads the key's value and PTTL in one atomic step.
+// inspectSrc reads the key's value and PTTL in one atomic step.
 // Reply: {value or nil, PTTL}.
-var inspectScript = redis.NewScript(`
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
-`)
+const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`
+
+// opKind names an operation; it indexes scripts.
+type opKind int
+
+const (
+	opAcquire opKind = iota
+	opExtend
+	opRelease
+	opInspect
+)
+
+// script is a Lua script with its SHA1, boxed once so that building a call's
+// arguments does not allocate for them.
+type script struct {
+	src, sha any
+}
+
+var scripts = func() [4]script {
+	var s [4]script
+	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc} {
+		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
+	}
+	return s
+}()
+
+// op is one operation on one key, prepared once per round and sent to every
+// node: the wire arguments are built once and shared (go-redis only reads
+// them).
+type op struct {
+	kind              opKind
+	key, token, value string
+	ttl               time.Duration // TTL, or cooldown for release
+	argv              [7]any        // EVALSHA sha 1 key args…
+	argc              int
+}
+
+func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
+	o := &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
+	o.argv[0], o.argv[1], o.argv[2], o.argv[3] = "evalsha", scripts[kind].sha, 1, key
+	ms := ttl.Milliseconds()
+	switch kind {
+	case opAcquire:
+		o.argv[4], o.argv[5], o.argv[6], o.argc = token, value, ms, 7
+	case opExtend, opRelease:
+		o.argv[4], o.argv[5], o.argc = token, ms, 6
+	case opInspect:
+		o.argc = 4
+	}
+	return o
+}
+
+// noRetry marks a command go-redis must not re-send by itself. A re-sent
+// script whose first run took effect would misreport: a created key as
+// "ours already", a release as "already expired". Redlock retries whole
+// attempts instead, and a node that fails just counts as failed.
+type noRetry struct{ *redis.Cmd }
+
+func (noRetry) NoRetry() bool { return true }
 
 // status is one node's answer to one operation.
 type status int8
@@ -96,10 +156,7 @@ func (r result) ok() bool { return r.status == statusOK || r.status == statusRef
 
 // node is everything the library asks of one Redis master.
 type node interface {
-	acquire(ctx context.Context, key, token, value string, ttl time.Duration) result
-	extend(ctx context.Context, key, token string, ttl time.Duration) result
-	release(ctx context.Context, key, token string, cooldown time.Duration) result
-	inspect(ctx context.Context, key string) result
+	do(ctx context.Context, o *op) result
 	name() string
 }
 
@@ -114,46 +171,58 @@ var _ node = (*redisNode)(nil)
 
 func (n *redisNode) name() string { return n.addr }
 
-func (n *redisNode) acquire(ctx context.Context, key, token, value string, ttl time.Duration) result {
-	r, err := acquireScript.Run(ctx, n.client, []string{key}, token, value, ttl.Milliseconds()).Int64()
-	switch {
-	case err != nil:
+// do runs the op's script with EVALSHA, and with EVAL (which also caches
+// it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.
+func (n *redisNode) do(ctx context.Context, o *op) result {
+	cmd := redis.NewCmd(ctx, o.argv[:o.argc]...)
+	_ = n.client.Process(ctx, noRetry{cmd})
+	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		argv := slices.Clone(o.argv[:o.argc])
+		argv[0], argv[1] = "eval", scripts[o.kind].src
+		cmd = redis.NewCmd(ctx, argv...)
+		_ = n.client.Process(ctx, noRetry{cmd})
+	}
+	if o.kind == opInspect {
+		return inspectReply(cmd.Slice())
+	}
+	r, err := cmd.Int64()
+	if err != nil {
 		return result{err: err}
+	}
+	if o.kind == opAcquire {
+		return acquireReply(r)
+	}
+	return ownerReply(r)
+}
+
+func acquireReply(r int64) result {
+	switch {
 	case r == 1:
 		return result{status: statusOK}
 	case r == 2:
 		return result{status: statusRefreshed}
-	case r <= 0:
+	case r == 0:
+		return result{status: statusHeld, pttl: -1}
+	case r < 0:
 		return result{status: statusHeld, pttl: time.Duration(-r-1) * time.Millisecond}
 	}
 	return result{err: fmt.Errorf("unexpected acquire reply %d", r)}
 }
 
-func (n *redisNode) extend(ctx context.Context, key, token string, ttl time.Duration) result {
-	return ownerReply(extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64())
-}
-
-func (n *redisNode) release(ctx context.Context, key, token string, cooldown time.Duration) result {
-	return ownerReply(releaseScript.Run(ctx, n.client, []string{key}, token, cooldown.Milliseconds()).Int64())
-}
-
 // ownerReply decodes the 1 / 0 / −1 replies of extend and release.
-func ownerReply(r int64, err error) result {
-	switch {
-	case err != nil:
-		return result{err: err}
-	case r == 1:
+func ownerReply(r int64) result {
+	switch r {
+	case 1:
 		return result{status: statusOK}
-	case r == 0:
+	case 0:
 		return result{status: statusAbsent}
-	case r == -1:
+	case -1:
 		return result{status: statusHeld}
 	}
 	return result{err: fmt.Errorf("unexpected reply %d", r)}
 }
 
-func (n *redisNode) inspect(ctx context.Context, key string) result {
-	reply, err := inspectScript.Run(ctx, n.client, []string{key}).Slice()
+func inspectReply(reply []any, err error) result {
 	if err != nil {
 		return result{err: err}
 	}
@@ -165,10 +234,10 @@ func (n *redisNode) inspect(ctx context.Context, key string) result {
 		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	value, held := reply[0].(string)
-	if !held {
+	switch {
+	case !held:
 		return result{status: statusAbsent}
-	}
-	if pttl < 0 {
+	case pttl < 0:
 		return result{status: statusHeld, pttl: -1, value: value}
 	}
 	return result{status: statusHeld, pttl: time.Duration(pttl) * time.Millisecond, value: value}

@@ -49,12 +49,13 @@ type round struct {
 	cancel  context.CancelFunc
 }
 
-// fanOut calls call for each of the n nodes concurrently, each bounded by
+// fanOut sends o to every node concurrently, each call bounded by
 // timeout (and by ctx), and collects replies until stop reports the round
 // decided, every node replied, the timeout passed or ctx is done. Nodes that
 // have not replied by then are recorded as failed with the reason. The caller
 // must pass the round to finish, which takes care of the calls still running.
-func fanOut(ctx context.Context, n int, timeout time.Duration, call func(ctx context.Context, i int) result, stop func(tally) bool) *round {
+func fanOut(ctx context.Context, nodes []node, timeout time.Duration, o *op, stop func(tally) bool) *round {
+	n := len(nodes)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	r := &round{
 		results: make([]result, n),
@@ -64,7 +65,7 @@ func fanOut(ctx context.Context, n int, timeout time.Duration, call func(ctx con
 		cancel:  cancel,
 	}
 	for i := range n {
-		go func() { r.replies <- reply{i, call(rctx, i)} }()
+		go func() { r.replies <- reply{i, nodes[i].do(rctx, o)} }()
 	}
 	for r.pending > 0 && (stop == nil || !stop(r.tally)) {
 		select {

@@ -552,46 +552,46 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 	if token == "" {
 		token = rand.Text()
 	}
-	rkey, value, ttl := c.redisKey(key), encodeValue(token, lc.meta), lc.ttl
+	rkey, ttl := c.redisKey(key), lc.ttl
+	o := newOp(opAcquire, rkey, token, encodeValue(token, lc.meta), ttl)
 	start := c.cfg.clock.Now()
-	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
-		return c.nodes[i].acquire(ctx, rkey, token, value, ttl)
-	}, tally.decided)
+	r := fanOut(ctx, c.nodes, c.nodeTimeout(ttl), o, tally.decided)
 	end := c.cfg.clock.Now()
 	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
 		l := &Lock{
 			c: c, key: key, rkey: rkey, token: token, meta: lc.meta,
 			ttl: ttl, until: start.Add(ttl - drift(ttl, c.cfg.drift)),
 		}
-		// A late grant is one more node holding our lock, unless Unlock has
-		// begun: its release may have reached that node before the grant did.
-		r.finish(&c.bg, func(i int, res result) {
-			if res.status != statusOK {
-				return
+		if r.pending > 0 {
+			l.late = make([]lateNode, len(c.nodes))
+			for i, res := range r.results {
+				if res == (result{}) {
+					l.late[i].acquire = latePending
+				}
 			}
-			l.mu.Lock()
-			releasing, cooldown := l.releasing, l.cooldown
-			l.mu.Unlock()
-			if releasing {
-				c.releaseOn(ctx, []int{i}, rkey, token, ttl, cooldown)
-			}
-		})
+		}
+		r.finish(&c.bg, func(i int, res result) { l.lateGrant(ctx, i, res) })
 		return l, nil
 	}
 	// Failed: take back what this attempt created, now, and as late grants
-	// arrive. Keys that already held our token (re-entry) stay as they were.
+	// arrive. Keys that already held our token stay as they were when the
+	// token was the caller's (re-entry); with a fresh token, "held already"
+	// can only be this attempt's own write, so it goes too.
+	created := func(res result) bool {
+		return res.status == statusOK || res.status == statusRefreshed && lc.token == ""
+	}
 	r.finish(&c.bg, func(i int, res result) {
-		if res.status == statusOK {
-			c.releaseOn(ctx, []int{i}, rkey, token, ttl, 0)
+		if created(res) {
+			c.releaseOn(ctx, []node{c.nodes[i]}, rkey, token, ttl, 0)
 		}
 	})
-	var created []int
+	var mine []node
 	for i, res := range r.results {
-		if res.status == statusOK {
-			created = append(created, i)
+		if created(res) {
+			mine = append(mine, c.nodes[i])
 		}
 	}
-	c.releaseOn(ctx, created, rkey, token, ttl, 0)
+	c.releaseOn(ctx, mine, rkey, token, ttl, 0)
 	qerr := c.quorumError("lock", key, r, ErrNotObtained, ctx)
 	if r.tally.won() {
 		qerr.detail = "majority reached after the validity ran out"
@@ -601,14 +601,12 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 
 // releaseOn releases the key on the given nodes, with a context detached from
 // the caller's cancellation and bounded by the node timeout.
-func (c *Client) releaseOn(ctx context.Context, nodes []int, rkey, token string, ttl, cooldown time.Duration) {
+func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string, ttl, cooldown time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
-	r := fanOut(context.WithoutCancel(ctx), len(nodes), c.nodeTimeout(ttl), func(ctx context.Context, j int) result {
-		return c.nodes[nodes[j]].release(ctx, rkey, token, cooldown)
-	}, nil)
-	r.finish(&c.bg, nil)
+	o := newOp(opRelease, rkey, token, "", cooldown)
+	fanOut(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), o, nil).finish(&c.bg, nil)
 }
 
 // quorumError describes a failed round. sentinel is the default reason;
@@ -713,10 +711,8 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rkey := c.redisKey(key)
-	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(c.cfg.lock.ttl), func(ctx context.Context, i int) result {
-		return c.nodes[i].inspect(ctx, rkey)
-	}, nil)
+	o := newOp(opInspect, c.redisKey(key), "", "", 0)
+	r := fanOut(ctx, c.nodes, c.nodeTimeout(c.cfg.lock.ttl), o, nil)
 	r.finish(&c.bg, nil)
 	s := &KeyState{Key: key, Quorum: c.Quorum(), Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
@@ -743,12 +739,48 @@ type Lock struct {
 	op         sync.Mutex // serialises Extend and Unlock
 	releasedOn []bool     // guarded by op: nodes where an Unlock confirmed the release
 
-	mu        sync.Mutex // guards the fields below
-	ttl       time.Duration
-	until     time.Time
-	releasing bool          // Unlock has begun: late grants are released
-	cooldown  time.Duration // of the Unlock that began
-	released  bool
+	mu       sync.Mutex // guards the fields below
+	ttl      time.Duration
+	until    time.Time
+	released bool
+	late     []lateNode    // per node, when some had not answered at acquisition
+	cooldown time.Duration // of the last Unlock
+}
+
+// lateNode tracks a node whose acquire reply came after Lock returned. Such
+// a grant is one more node holding our lock, unless an Unlock's release
+// reached that node first (and found nothing): whichever of the two replies
+// comes second sees both facts and releases the grant again.
+type lateNode struct {
+	acquire uint8 // latePending, lateGranted or 0 (answered in time, or refused)
+	release uint8 // releaseMissed when an Unlock found no key there
+}
+
+const (
+	latePending   = 1
+	lateGranted   = 2
+	releaseMissed = 1
+)
+
+// lateGrant handles an acquire reply that arrived after Lock returned.
+func (l *Lock) lateGrant(ctx context.Context, i int, res result) {
+	l.mu.Lock()
+	granted := res.status == statusOK || res.status == statusRefreshed
+	l.late[i].acquire = 0
+	if granted {
+		l.late[i].acquire = lateGranted
+	}
+	again, cooldown := granted && l.late[i].release == releaseMissed, l.cooldown
+	l.mu.Unlock()
+	if again {
+		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.rkey, l.token, l.ttlNow(), cooldown)
+	}
+}
+
+func (l *Lock) ttlNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
 }
 
 // Key returns the lock's key as given to Lock.
@@ -822,9 +854,8 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
 	}
 	start := c.cfg.clock.Now()
-	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
-		return c.nodes[i].extend(ctx, l.rkey, l.token, ttl)
-	}, tally.won) // on failure, hear every node: "lost" and "expired" differ
+	o := newOp(opExtend, l.rkey, l.token, "", ttl)
+	r := fanOut(ctx, c.nodes, c.nodeTimeout(ttl), o, tally.won) // on failure, hear every node: "lost" and "expired" differ
 	end := c.cfg.clock.Now()
 	r.finish(&c.bg, nil)
 	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
@@ -867,6 +898,27 @@ func (l *Lock) UnlockAfter(ctx context.Context, cooldown time.Duration) error {
 	return l.release(ctx, cooldown)
 }
 
+// releaseLateGrants records which nodes an Unlock found without our key, and
+// releases again where a late grant has already come in behind the release.
+func (l *Lock) releaseLateGrants(ctx context.Context, results []result, ttl, cooldown time.Duration) {
+	if l.late == nil { // set once at acquisition, never changed
+		return
+	}
+	var again []node
+	l.mu.Lock()
+	for i, res := range results {
+		if res.status == statusOK || l.late[i].acquire == 0 {
+			continue
+		}
+		l.late[i].release = releaseMissed
+		if l.late[i].acquire == lateGranted {
+			again = append(again, l.c.nodes[i])
+		}
+	}
+	l.mu.Unlock()
+	l.c.releaseOn(ctx, again, l.rkey, l.token, ttl, cooldown)
+}
+
 func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	c := l.c
 	if err := ctx.Err(); err != nil {
@@ -879,12 +931,12 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	}
 	l.mu.Lock()
 	ttl := l.ttl
-	l.releasing, l.cooldown = true, cooldown
+	l.cooldown = cooldown
 	l.mu.Unlock()
-	r := fanOut(ctx, len(c.nodes), c.nodeTimeout(ttl), func(ctx context.Context, i int) result {
-		return c.nodes[i].release(ctx, l.rkey, l.token, cooldown)
-	}, nil)
+	o := newOp(opRelease, l.rkey, l.token, "", cooldown)
+	r := fanOut(ctx, c.nodes, c.nodeTimeout(ttl), o, nil)
 	r.finish(&c.bg, nil)
+	l.releaseLateGrants(ctx, r.results, ttl, cooldown)
 	// A node released by an earlier, failed Unlock now answers "absent":
 	// that is its confirmation, not a sign of expiry.
 	if l.releasedOn == nil {
