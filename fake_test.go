@@ -47,6 +47,7 @@ type fakeNode struct {
 	err     error         // every call fails with it
 	gate    chan struct{} // calls wait for it to close, ignoring ctx like go-redis without ContextTimeoutEnabled
 	advance time.Duration // every acquire moves the clock on by this much: a slow node
+	acqGate chan struct{} // acquires (only) wait for it to close
 
 	calls       atomic.Int32
 	releaseErrs []error // ctx.Err() seen by each release call
@@ -113,6 +114,12 @@ func (n *fakeNode) set(key, value string, ttl time.Duration) {
 	n.keys[key] = e
 }
 
+func (n *fakeNode) releases() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.releaseErrs)
+}
+
 func (n *fakeNode) value(key string) (string, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -133,6 +140,12 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 }
 
 func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
+	n.mu.Lock()
+	gate := n.acqGate
+	n.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}

@@ -16,15 +16,16 @@ func quorum(n int) int { return n/2 + 1 }
 // tally counts the outcomes of one round so far.
 type tally struct {
 	n       int // nodes in the round
+	need    int // agreements that make the round a success
 	ok      int // granted, extended or released
 	against int // refused, absent or failed
 }
 
-// won reports whether a majority agreed.
-func (t tally) won() bool { return t.ok >= quorum(t.n) }
+// won reports whether enough nodes agreed.
+func (t tally) won() bool { return t.ok >= t.need }
 
-// lost reports whether a majority can no longer agree.
-func (t tally) lost() bool { return t.against > t.n-quorum(t.n) }
+// lost reports whether enough nodes can no longer agree.
+func (t tally) lost() bool { return t.against > t.n-t.need }
 
 // decided reports whether the outcome is known: a majority agreed, or can no
 // longer agree.
@@ -51,15 +52,15 @@ type round struct {
 
 // fanOut sends o to every node concurrently, each call bounded by
 // timeout (and by ctx), and collects replies until stop reports the round
-// decided, every node replied, the timeout passed or ctx is done. Nodes that
+// decided (need agreements make a success), every node replied, the timeout passed or ctx is done. Nodes that
 // have not replied by then are recorded as failed with the reason. The caller
 // must pass the round to finish, which takes care of the calls still running.
-func fanOut(ctx context.Context, nodes []node, timeout time.Duration, o *op, stop func(tally) bool) *round {
+func fanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *op, stop func(tally) bool) *round {
 	n := len(nodes)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	r := &round{
 		results: make([]result, n),
-		tally:   tally{n: n},
+		tally:   tally{n: n, need: need},
 		pending: n,
 		replies: make(chan reply, n),
 		cancel:  cancel,

@@ -1,0 +1,213 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+)
+
+// Three independent Redis masters. Examples that talk to them have no
+// Output line: they are compiled, not run.
+func nodes() []redis.UniversalClient {
+	return []redis.UniversalClient{
+		redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"}),
+		redis.NewClient(&redis.Options{Addr: "10.0.0.2:6379"}),
+		redis.NewClient(&redis.Options{Addr: "10.0.0.3:6379"}),
+	}
+}
+
+func Example() {
+	c, err := redlock.New(nodes(), redlock.WithTTL(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	lock, err := c.Lock(ctx, "report:daily", redlock.WithMetadata("host=web-1 pid=4242"))
+	if errors.Is(err, redlock.ErrNotObtained) {
+		log.Print("someone else is producing the report")
+		return
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	// Release even if ctx has been cancelled by then.
+	defer lock.Unlock(context.WithoutCancel(ctx))
+
+	// Check the lock is still valid before each step that needs it.
+	if lock.Validity() < time.Second {
+		log.Print("too little time left")
+		return
+	}
+	fmt.Println("producing the report")
+}
+
+func ExampleClient_TryLock() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := c.TryLock(context.Background(), "cron:cleanup")
+	if errors.Is(err, redlock.ErrNotObtained) {
+		return // another instance runs it
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.Background())
+	fmt.Println("cleaning up")
+}
+
+func ExampleClient_Lock() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Wait up to 5 s, retrying with exponential backoff and full jitter,
+	// at most 20 times.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lock, err := c.Lock(ctx, "account:42",
+		redlock.WithTTL(10*time.Second),
+		redlock.WithRetry(redlock.LimitRetry(redlock.ExponentialBackoff(10*time.Millisecond, time.Second), 20)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.WithoutCancel(ctx))
+}
+
+// A watchdog extends the lock while the work runs and stops the work if an
+// extension fails.
+func ExampleLock_Extend() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	const ttl = 10 * time.Second
+	lock, err := c.Lock(context.Background(), "import", redlock.WithTTL(ttl))
+	if err != nil {
+		log.Fatal(err)
+	}
+	work, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-work.Done():
+				return
+			case <-t.C:
+				if err := lock.Extend(work, ttl); err != nil && lock.Validity() < ttl/3 {
+					log.Printf("lock lost: %v", err)
+					stop()
+					return
+				}
+			}
+		}
+	}()
+
+	// … the work, watching work.Done() …
+
+	stop()
+	<-done
+	if err := lock.Unlock(context.Background()); err != nil {
+		log.Printf("the lock was not held to the end: %v", err)
+	}
+}
+
+// Re-entry: a holder passes its own token to take the lock again, which
+// refreshes its TTL; one Unlock releases it.
+func ExampleWithToken() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lock, err := c.Lock(ctx, "job:7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	again, err := c.TryLock(ctx, "job:7", redlock.WithToken(lock.Token()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer again.Unlock(ctx)
+}
+
+// UnlockAfter releases the lock but keeps others out for a cooldown: here,
+// the job runs at most once an hour, across all instances.
+func ExampleLock_UnlockAfter() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	lock, err := c.TryLock(ctx, "hourly-digest", redlock.WithTTL(time.Minute))
+	if err != nil {
+		return
+	}
+	// … send the digest …
+	if err := lock.UnlockAfter(ctx, time.Hour); err != nil {
+		log.Print(err)
+	}
+}
+
+func ExampleClient_Inspect() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	s, err := c.Inspect(context.Background(), "report:daily")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if token, meta, ok := s.Holder(); ok {
+		fmt.Printf("held by %s (%s) for %v more\n", token, meta, s.Remaining())
+	}
+	for _, n := range s.Nodes {
+		fmt.Printf("%s held=%v ttl=%v err=%v\n", n.Node, n.Held, n.TTL, n.Err)
+	}
+}
+
+// Errors tell what happened with errors.Is, and which node said what with
+// errors.As. This one needs no Redis: the context is already cancelled, so
+// no node is asked.
+func ExampleQuorumError() {
+	clients := []redis.UniversalClient{
+		redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
+		redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"}),
+		redis.NewClient(&redis.Options{Addr: "127.0.0.1:3"}),
+	}
+	defer func() {
+		for _, cl := range clients {
+			cl.Close() // the Client never closes the go-redis clients it is given
+		}
+	}()
+	c, err := redlock.New(clients)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = c.TryLock(ctx, "job")
+	fmt.Println(errors.Is(err, redlock.ErrNotObtained), errors.Is(err, context.Canceled))
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		fmt.Println(qe.Op, qe.Key, qe.Quorum)
+	}
+	fmt.Println(err)
+
+	_, err = c.TryLock(context.Background(), "")
+	fmt.Println(errors.Is(err, redlock.ErrInvalidArgument), err)
+	// Output:
+	// true true
+	// lock job 2
+	// redlock: lock "job": not obtained: no node asked: context canceled
+	// true redlock: invalid argument: empty key
+}
