@@ -328,7 +328,7 @@ func Clients(t testing.TB, nodes []*Node, edit func(*redis.Options)) []redis.Uni
 // Admin returns a client for inspecting and preparing one node directly.
 func Admin(t testing.TB, n *Node) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -340,7 +340,7 @@ func UniqueKey(t testing.TB, nodes []*Node) string {
 	key := fmt.Sprintf("%s:%s", strings.ReplaceAll(t.Name(), "/", ":"), rand.Text()[:8])
 	t.Cleanup(func() {
 		for _, n := range nodes {
-			c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1, DialTimeout: 200 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			c.Del(ctx, RedisKey(key))
 			cancel()
