@@ -1,0 +1,28 @@
+# The README's two set-up commands are `make demo` and `make test`. Both
+# install redis-server from Debian's packages when it is missing.
+
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: demo test bench redis-server
+
+demo: redis-server
+	$(GO) run ./examples/quickstart
+
+test: redis-server
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+# Benchmarks against real redis-server (see docs/performance.md). The hung-node
+# benchmark is run for a fixed count: each Unlock waits one node timeout.
+bench: redis-server
+	$(GO) test ./integration -run '^$$' -bench 'LockUnlock|Floor|VsFloor' -benchtime 3000x -count 6
+	$(GO) test ./integration -run '^$$' -bench 'HungNode' -benchtime 200x -count 3
+	$(GO) test . -run '^$$' -bench . -count 6
+
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing redis-server from Debian's packages"; \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq redis-server >/dev/null; }
