@@ -166,22 +166,31 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now())}
 }
 
+// owned returns the live entry at key if token holds it, or else the reply
+// of extend and release: absent, or held by another token. Callers hold n.mu.
+func (n *fakeNode) owned(key, token string) (fakeEntry, result, bool) {
+	e, ok := n.get(key)
+	switch {
+	case !ok:
+		return e, result{status: statusAbsent}, false
+	case !owns(e.value, token):
+		return e, result{status: statusHeld}, false
+	}
+	return e, result{status: statusOK}, true
+}
+
 func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	e, ok := n.get(key)
-	switch {
-	case !ok:
-		return result{status: statusAbsent}
-	case !owns(e.value, token):
-		return result{status: statusHeld}
+	e, res, mine := n.owned(key, token)
+	if mine {
+		e.expires = n.clk.Now().Add(ttl.Truncate(time.Millisecond))
+		n.keys[key] = e
 	}
-	e.expires = n.clk.Now().Add(ttl.Truncate(time.Millisecond))
-	n.keys[key] = e
-	return result{status: statusOK}
+	return res
 }
 
 func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time.Duration) result {
@@ -193,19 +202,16 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	e, ok := n.get(key)
+	e, res, mine := n.owned(key, token)
 	switch {
-	case !ok:
-		return result{status: statusAbsent}
-	case !owns(e.value, token):
-		return result{status: statusHeld}
+	case !mine:
 	case cooldown == 0:
 		delete(n.keys, key)
 	default:
 		e.expires = n.clk.Now().Add(cooldown)
 		n.keys[key] = e
 	}
-	return result{status: statusOK}
+	return res
 }
 
 func (n *fakeNode) inspect(key string) result {

@@ -41,21 +41,12 @@ func BenchmarkLockUnlock(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			ctx := context.Background()
 			cycle := make(latencies, 0, 1<<16)
 			keys := benchKeys(b.N)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				start := time.Now()
-				l, err := c.Lock(ctx, keys[i%len(keys)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				cycle = append(cycle, time.Since(start))
+				cycle = append(cycle, lockCycle(b, c, keys[i%len(keys)]))
 				i++
 			}
 			cycle.report(b, "cycle")
@@ -69,22 +60,12 @@ var releaseIfOwner = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] t
 func BenchmarkFloor(b *testing.B) {
 	nodes := StartNodes(b, 1)
 	rc := Clients(b, nodes, nil)[0]
-	ctx := context.Background()
 	cycle := make(latencies, 0, 1<<16)
 	keys := benchKeys(b.N)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		start := time.Now()
-		key := keys[i%len(keys)]
-		ok, err := rc.SetNX(ctx, key, "token", 10*time.Second).Result()
-		if err != nil || !ok {
-			b.Fatalf("SET NX: %v %v", ok, err)
-		}
-		if n, err := releaseIfOwner.Run(ctx, rc, []string{key}, "token").Int(); err != nil || n != 1 {
-			b.Fatalf("release: %v %v", n, err)
-		}
-		cycle = append(cycle, time.Since(start))
+		cycle = append(cycle, floorCycle(b, rc, keys[i%len(keys)]))
 		i++
 	}
 	cycle.report(b, "cycle")
@@ -104,31 +85,14 @@ func BenchmarkVsFloor(b *testing.B) {
 				b.Fatal(err)
 			}
 			floor := Clients(b, nodes[n:], nil)[0]
-			ctx := context.Background()
 			lockT, floorT := make(latencies, 0, 1<<16), make(latencies, 0, 1<<16)
 			keys := benchKeys(b.N)
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				key := keys[i%len(keys)]
-				start := time.Now()
-				ok, err := floor.SetNX(ctx, key, "token", 10*time.Second).Result()
-				if err != nil || !ok {
-					b.Fatalf("SET NX: %v %v", ok, err)
-				}
-				if n, err := releaseIfOwner.Run(ctx, floor, []string{key}, "token").Int(); err != nil || n != 1 {
-					b.Fatalf("release: %v %v", n, err)
-				}
-				floorT = append(floorT, time.Since(start))
-				start = time.Now()
-				l, err := c.Lock(ctx, key)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				lockT = append(lockT, time.Since(start))
+				floorT = append(floorT, floorCycle(b, floor, key))
+				lockT = append(lockT, lockCycle(b, c, key))
 				i++
 			}
 			floorT.report(b, "floor")
@@ -172,6 +136,32 @@ func BenchmarkHungNode(b *testing.B) {
 	}
 	lock.report(b, "lock")
 	unlock.report(b, "unlock")
+}
+
+// lockCycle locks and unlocks key, and returns how long that took.
+func lockCycle(b *testing.B, c *redlock.Client, key string) time.Duration {
+	ctx, start := context.Background(), time.Now()
+	l, err := c.Lock(ctx, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// floorCycle is the single-node floor: SET NX PX, then compare-and-delete.
+func floorCycle(b *testing.B, rc redis.UniversalClient, key string) time.Duration {
+	ctx, start := context.Background(), time.Now()
+	ok, err := rc.SetNX(ctx, key, "token", 10*time.Second).Result()
+	if err != nil || !ok {
+		b.Fatalf("SET NX: %v %v", ok, err)
+	}
+	if n, err := releaseIfOwner.Run(ctx, rc, []string{key}, "token").Int(); err != nil || n != 1 {
+		b.Fatalf("release: %v %v", n, err)
+	}
+	return time.Since(start)
 }
 
 // benchKeys returns distinct keys, so that every cycle starts on a fresh key.
