@@ -29,7 +29,21 @@
 // it, including nodes whose grant arrives after the attempt ended. Each node
 // call is bounded by a per-node timeout that the library enforces itself, so
 // a hung node costs neither Lock nor Unlock more than that timeout, and Lock
-// returns as soon as a majority has answered.
+// returns as soon as a majority has granted.
+//
+// # Node clients
+//
+// Each node is a go-redis client that the caller creates and closes. These
+// settings suit lock nodes:
+//
+//	redis.NewClient(&redis.Options{
+//		Addr:                  addr,
+//		DialerRetries:         1,    // a dead node fails at once (default: 5 dials, 100 ms apart)
+//		ContextTimeoutEnabled: true, // a hung node's call ends at the node timeout
+//	})
+//
+// The library sends its scripts with go-redis's own retries turned off, so
+// MaxRetries does not matter to it.
 //
 // # Usage
 //
@@ -126,6 +140,7 @@ type NodeError struct {
 	Err  error  // why it did not agree: ErrLockLost (held by another token), ErrLockExpired (key absent), or the node's own error
 }
 
+// Error is the node's name and its reason.
 func (e *NodeError) Error() string {
 	if e.Err == nil {
 		return e.Node + ": ok"
@@ -136,6 +151,8 @@ func (e *NodeError) Error() string {
 // Unwrap returns the node's own error.
 func (e *NodeError) Unwrap() error { return e.Err }
 
+// Error describes the operation, the reason, the count of agreeing nodes and
+// each other node's answer.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "redlock: %s %q: %s: ", e.Op, e.Key, strings.TrimPrefix(e.err.Error(), "redlock: "))
