@@ -179,7 +179,8 @@ func startProcess(t testing.TB, bin string) *Node {
 		n.cmd = exec.Command(bin,
 			"--port", port, "--bind", "127.0.0.1", "--protected-mode", "no",
 			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--daemonize", "no", "--loglevel", "warning")
+			"--daemonize", "no", "--loglevel", "warning",
+			"--enable-debug-command", "local") // DEBUG RELOAD, for LOADING replies
 		n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 		// Its own process group, and killed if this process dies first.
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

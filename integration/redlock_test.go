@@ -394,6 +394,49 @@ func TestNodeErrorReplies(t *testing.T) {
 	}
 }
 
+// TestLoadingReply: a node that is loading its dataset answers LOADING; it
+// counts as a failed node, named in the error.
+func TestLoadingReply(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	admin := Admin(t, nodes[0])
+	if err := admin.Do(t.Context(), "DEBUG", "POPULATE", 1_000_000).Err(); err != nil {
+		t.Skipf("DEBUG is not enabled on this server: %v", err)
+	}
+	if err := Admin(t, nodes[2]).Set(t.Context(), RedisKey(key), "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reload := redis.NewClient(&redis.Options{Addr: nodes[0].Addr, ReadTimeout: -1})
+	defer reload.Close()
+	done := make(chan error, 1)
+	go func() { done <- reload.Do(context.Background(), "DEBUG", "RELOAD").Err() }()
+	// Wait until the node answers LOADING (it saves first, then loads).
+	probe := Admin(t, nodes[0])
+	for {
+		err := probe.Get(t.Context(), "probe").Err()
+		if err != nil && strings.HasPrefix(err.Error(), "LOADING") {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Skipf("the reload finished (%v) before the node was seen loading", err)
+		default:
+		}
+	}
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(5*time.Second))
+	_, err := c.TryLock(t.Context(), key)
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) || len(qe.Nodes) == 0 || qe.Nodes[0].Node != nodes[0].Addr ||
+		!strings.HasPrefix(qe.Nodes[0].Err.Error(), "LOADING") {
+		t.Fatalf("got %v, want ErrNotObtained naming %s's LOADING reply", err, nodes[0].Addr)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitEmpty(t, nodes[1:2], key, 2*time.Second)
+}
+
 // TestExpiryHonoured: every key the library writes carries a TTL that
 // matches what was asked: after Lock, Extend, re-entry and UnlockAfter.
 func TestExpiryHonoured(t *testing.T) {
