@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -212,11 +213,65 @@ func TestHungNode(t *testing.T) {
 	waitEmpty(t, nodes, key, 6*time.Second)
 }
 
+// watchKey subscribes to the keyspace events of key on node n ("set",
+// "del", "expire", …), so a test can see a grant land and be released even
+// when both happen between two looks at the key.
+func watchKey(t *testing.T, n *Node, key string) <-chan *redis.Message {
+	t.Helper()
+	admin := Admin(t, n)
+	if err := admin.ConfigSet(t.Context(), "notify-keyspace-events", "Kg$").Err(); err != nil {
+		t.Fatal(err)
+	}
+	sub := admin.Subscribe(t.Context(), "__keyspace@0__:"+RedisKey(key))
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(t.Context()); err != nil { // the subscription is in place
+		t.Fatal(err)
+	}
+	return sub.Channel()
+}
+
+// expectSetThenDel waits for the key to be created and then deleted on the
+// watched node, well before its one-minute TTL could remove it.
+func expectSetThenDel(t *testing.T, n *Node, events <-chan *redis.Message, limit time.Duration) {
+	t.Helper()
+	var seen []string
+	timeout := time.After(limit)
+	for {
+		select {
+		case m := <-events:
+			seen = append(seen, m.Payload)
+			if m.Payload == "del" && slices.Contains(seen, "set") {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("%s: want a grant (set) and its release (del) within %v, saw %v", n.Addr, limit, seen)
+		}
+	}
+}
+
+// warm runs one lock cycle on another key, so that every client has a
+// connection to its node and every node has the scripts cached: a later
+// acquire sent to a frozen node is then really in its socket (a cold pool
+// would block in the connection handshake), and runs as soon as the node
+// wakes (an uncached script would need an EVAL, which a caller whose
+// context has ended never sends).
+func warm(t *testing.T, c *redlock.Client) {
+	t.Helper()
+	l, err := c.TryLock(t.Context(), "warm-up:"+t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLateGrantsReleased: an attempt fails (3 of 5 nodes held by another
 // token) while one node is frozen with the acquire in flight; when that node
 // wakes and grants, the grant is released, long before its TTL.
 func TestLateGrantsReleased(t *testing.T) {
 	nodes := StartNodes(t, 5)
+	needsOwnServers(t, nodes[0])
 	key := UniqueKey(t, nodes)
 	for _, n := range nodes[:3] {
 		if err := Admin(t, n).Set(t.Context(), RedisKey(key), "someone-else", time.Minute).Err(); err != nil {
@@ -224,6 +279,8 @@ func TestLateGrantsReleased(t *testing.T) {
 		}
 	}
 	c := newClient(t, Clients(t, nodes, nil), redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(3*time.Second))
+	warm(t, c)
+	events := watchKey(t, nodes[3], key)
 	nodes[3].Pause(t)
 	_, err := c.TryLock(t.Context(), key)
 	if !errors.Is(err, redlock.ErrNotObtained) {
@@ -231,6 +288,7 @@ func TestLateGrantsReleased(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	nodes[3].Resume(t)
+	expectSetThenDel(t, nodes[3], events, 3*time.Second)
 	waitEmpty(t, nodes[3:], key, 2*time.Second)
 	for _, n := range nodes[:3] {
 		if v, _ := Admin(t, n).Get(t.Context(), RedisKey(key)).Result(); v != "someone-else" {
@@ -240,11 +298,15 @@ func TestLateGrantsReleased(t *testing.T) {
 }
 
 // TestCancelledAttemptReleases: a caller that gives up mid-attempt leaves no
-// key behind, though its context is cancelled.
+// key behind, though its context is cancelled: not on the node that granted
+// in time, nor on the frozen nodes whose grants come after.
 func TestCancelledAttemptReleases(t *testing.T) {
 	nodes := StartNodes(t, 3)
+	needsOwnServers(t, nodes[0])
 	key := UniqueKey(t, nodes)
 	c := newClient(t, Clients(t, nodes, nil), redlock.WithTTL(time.Minute), redlock.WithNodeTimeout(3*time.Second))
+	warm(t, c)
+	events := []<-chan *redis.Message{watchKey(t, nodes[0], key), watchKey(t, nodes[1], key), watchKey(t, nodes[2], key)}
 	nodes[0].Pause(t)
 	nodes[1].Pause(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
@@ -255,6 +317,9 @@ func TestCancelledAttemptReleases(t *testing.T) {
 	}
 	nodes[0].Resume(t)
 	nodes[1].Resume(t)
+	for i, n := range nodes {
+		expectSetThenDel(t, n, events[i], 3*time.Second)
+	}
 	waitEmpty(t, nodes, key, 2*time.Second)
 }
 
