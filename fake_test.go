@@ -11,17 +11,26 @@ import (
 	"time"
 )
 
-// fakeClock is a clock that moves only when told to.
+// fakeClock is a clock that moves only when told to, or, made by
+// newRealClock, the real clock plus whatever it was told to advance.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	real bool
 }
 
 func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
 
+// newRealClock is for tests that use timers (auto-extension, waiting),
+// which run on real time.
+func newRealClock() *fakeClock { return &fakeClock{real: true} }
+
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.real {
+		return time.Now().Add(c.now.Sub(time.Time{}))
+	}
 	return c.now
 }
 
@@ -51,6 +60,40 @@ type fakeNode struct {
 
 	calls       atomic.Int32
 	releaseErrs []error // ctx.Err() seen by each release call
+	extends     atomic.Int32
+	noNotices   bool // releases publish nothing
+	watchers    map[int]func(channel, payload string)
+	nextWatcher int
+}
+
+func (n *fakeNode) watch(_ string, deliver func(channel, payload string)) (stop func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.watchers == nil {
+		n.watchers = make(map[int]func(channel, payload string))
+	}
+	id := n.nextWatcher
+	n.nextWatcher++
+	n.watchers[id] = deliver
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		delete(n.watchers, id)
+	}
+}
+
+// publish delivers a release notice to the watchers, as the release script's
+// PUBLISH does; callers must not hold n.mu.
+func (n *fakeNode) publish(key, token string) {
+	n.mu.Lock()
+	ws := make([]func(channel, payload string), 0, len(n.watchers))
+	for _, w := range n.watchers {
+		ws = append(ws, w)
+	}
+	n.mu.Unlock()
+	for _, w := range ws {
+		w(key+releaseSuffix, token)
+	}
 }
 
 var _ node = (*fakeNode)(nil)
@@ -180,6 +223,7 @@ func (n *fakeNode) owned(key, token string) (fakeEntry, result, bool) {
 }
 
 func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
+	n.extends.Add(1)
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
@@ -201,7 +245,6 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 		return result{err: err}
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	e, res, mine := n.owned(key, token)
 	switch {
 	case !mine:
@@ -210,6 +253,10 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 	default:
 		e.expires = n.clk.Now().Add(cooldown)
 		n.keys[key] = e
+	}
+	n.mu.Unlock()
+	if mine && cooldown == 0 && !n.noNotices {
+		n.publish(key, token)
 	}
 	return res
 }
@@ -244,6 +291,10 @@ func newTestClient(t testing.TB, fakes []*fakeNode, clk *fakeClock, opts ...Opti
 	if err != nil {
 		t.Fatalf("newClient: %v", err)
 	}
-	t.Cleanup(c.bg.Wait)
+	t.Cleanup(func() {
+		// Tests that break nodes leave locks whose release fails; Close's
+		// own behaviour is tested in TestClose.
+		_ = c.Close(context.Background())
+	})
 	return c
 }

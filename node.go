@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,8 +56,10 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
 
-// releaseSrc deletes a key we hold, or with a cooldown leaves it in place
-// to expire cooldown ms from now, keeping other tokens out until then.
+// releaseSrc deletes a key we hold and publishes the token on the key's
+// release channel (KEYS[1]..":released") for waiters; or, with a cooldown,
+// leaves the key in place to expire cooldown ms from now, keeping other
+// tokens out until then.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now).
 // Reply: 1 released; 0 key absent (expired); −1 another token holds it.
 const releaseSrc = `
@@ -65,6 +68,7 @@ if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 if ARGV[2] == '0' then
 	redis.call('DEL', KEYS[1])
+	redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
 else
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -154,10 +158,17 @@ type result struct {
 
 func (r result) ok() bool { return r.status == statusOK || r.status == statusRefreshed }
 
+// releaseSuffix ends the channel on which a key's releases are published.
+const releaseSuffix = ":released"
+
 // node is everything the library asks of one Redis master.
 type node interface {
 	do(ctx context.Context, o *op) result
 	name() string
+	// watch subscribes to the release channels matching pattern and calls
+	// deliver for each notice until stop is called; stop waits for the
+	// subscription's goroutine to end.
+	watch(pattern string, deliver func(channel, payload string)) (stop func())
 }
 
 // redisNode is a node behind a go-redis client: standalone, Sentinel
@@ -170,6 +181,40 @@ type redisNode struct {
 var _ node = (*redisNode)(nil)
 
 func (n *redisNode) name() string { return n.addr }
+
+// watch runs one pattern subscription on the node. go-redis reconnects it
+// by itself after a failure; notices published meanwhile are lost, which the
+// waiters' timers cover.
+func (n *redisNode) watch(pattern string, deliver func(channel, payload string)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var mu sync.Mutex
+	var ps *redis.PubSub
+	go func() {
+		defer close(done)
+		sub := n.client.PSubscribe(ctx, pattern) // may block on a frozen node
+		mu.Lock()
+		ps = sub
+		stopped := ctx.Err() != nil
+		mu.Unlock()
+		if stopped {
+			_ = sub.Close()
+			return
+		}
+		for m := range sub.Channel() {
+			deliver(m.Channel, m.Payload)
+		}
+	}()
+	return func() {
+		cancel()
+		mu.Lock()
+		if ps != nil {
+			_ = ps.Close() // ends the Channel loop
+		}
+		mu.Unlock()
+		<-done
+	}
+}
 
 // do runs the op's script with EVALSHA, and with EVAL (which also caches
 // it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.

@@ -43,7 +43,8 @@ type reply struct {
 // deadline whether or not the client honours context deadlines (go-redis
 // ignores them on reads unless ContextTimeoutEnabled is set).
 type round struct {
-	results []result // by node index
+	results []result        // by node index
+	latency []time.Duration // by node index, when timed: from the start of the round to the reply
 	tally   tally
 	pending int // calls still running when fanOut returned
 	replies chan reply
@@ -55,8 +56,13 @@ type round struct {
 // decided (need agreements make a success), every node replied, the timeout passed or ctx is done. Nodes that
 // have not replied by then are recorded as failed with the reason. The caller
 // must pass the round to finish, which takes care of the calls still running.
-func fanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *op, stop func(tally) bool) *round {
+// With timed, each reply's latency is recorded, for observers.
+func fanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *op, stop func(tally) bool, timed bool) *round {
 	n := len(nodes)
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	r := &round{
 		results: make([]result, n),
@@ -64,6 +70,9 @@ func fanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, 
 		pending: n,
 		replies: make(chan reply, n),
 		cancel:  cancel,
+	}
+	if timed {
+		r.latency = make([]time.Duration, n)
 	}
 	for i := range n {
 		go func() { r.replies <- reply{i, nodes[i].do(rctx, o)} }()
@@ -76,6 +85,9 @@ func fanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, 
 				x.r.err = errNoResult // keep "zero result" meaning "not answered"
 			}
 			r.results[x.i] = x.r
+			if timed {
+				r.latency[x.i] = time.Since(start)
+			}
 			if x.r.ok() {
 				r.tally.ok++
 			} else {

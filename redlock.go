@@ -65,9 +65,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +90,15 @@ const (
 	// DefaultNodeTimeoutDivisor: unless WithNodeTimeout is given, each node
 	// call may take at most TTL/20 (500 ms for the default TTL).
 	DefaultNodeTimeoutDivisor = 20
+	// DefaultExtendDivisor: an auto-extended lock is extended every TTL/3
+	// unless WithAutoExtend gives an interval.
+	DefaultExtendDivisor = 3
+	// LostMarginDivisor: an auto-extended lock that could not be extended is
+	// declared lost when TTL/10 of validity is left, so that the work has
+	// that long to stop before another client can take the lock.
+	LostMarginDivisor = 10
+	// DefaultMaxHold caps how long auto-extension keeps a lock.
+	DefaultMaxHold = time.Hour
 )
 
 // Sentinel errors, for errors.Is.
@@ -114,6 +121,8 @@ var (
 	// ErrInvalidArgument: a key, option or argument was rejected before any
 	// node was contacted.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
+	// ErrClosed: the Client was closed; it makes no more calls to the nodes.
+	ErrClosed = errors.New("redlock: client closed")
 )
 
 // QuorumError is the error of an operation that did not win a majority. It
@@ -130,8 +139,10 @@ type QuorumError struct {
 	Nodes   []NodeError // one per node that did not agree, in node order
 
 	err    error  // sentinel
-	cause  error  // the caller's context error, if any
+	cause  error  // the caller's context error (or ErrClosed), if any
 	detail string // extra explanation, if any
+
+	retryAfter time.Duration // lock: when the refusing holder's keys are gone at the latest; 0 unknown
 }
 
 // NodeError is one node's part in a failed operation.
@@ -198,16 +209,20 @@ type config struct {
 	prefix      string
 	anyCount    bool
 	clock       clock
-	err         error
+	observers   []Observer
 }
 
 // lockConfig is one lock's settings.
 type lockConfig struct {
-	ttl   time.Duration
-	retry RetryStrategy
-	meta  string
-	token string
-	err   error
+	ttl        time.Duration
+	retry      RetryStrategy
+	meta       string
+	token      string
+	autoExtend bool
+	every      time.Duration // auto-extension interval; 0: ttl / DefaultExtendDivisor
+	maxHold    time.Duration
+	onLost     func(error) // Do: cancels fn's context
+	err        error
 }
 
 func (c *lockConfig) fail(err error) {
@@ -302,6 +317,38 @@ func WithToken(token string) LockOption {
 	})
 }
 
+// WithAutoExtend keeps the lock alive while it is held: one goroutine per
+// lock extends it on every node every interval (0 means TTL/3), until Unlock
+// stops it or [WithMaxHold] is reached. If extension cannot keep a majority,
+// the lock is declared lost when TTL/10 of validity is left: [Lock.Lost] is
+// closed and [Lock.Err] says why. Failed extensions are reported to
+// observers. [Client.Do] always auto-extends. The default is no
+// auto-extension.
+func WithAutoExtend(interval time.Duration) SharedOption {
+	return sharedOption(func(c *lockConfig) {
+		if interval < 0 {
+			c.fail(invalid("auto-extend interval %v is negative", interval))
+			return
+		}
+		c.autoExtend, c.every = true, interval
+	})
+}
+
+// WithMaxHold caps how long auto-extension keeps a lock, counted from its
+// acquisition: the last extension ends the lock at that time, and it is then
+// declared lost like any lock that can no longer be extended. A caller
+// calling [Lock.Extend] itself is not capped. It must be within
+// [[MinTTL], 30 days]. The default is [DefaultMaxHold] (1 hour).
+func WithMaxHold(d time.Duration) SharedOption {
+	return sharedOption(func(c *lockConfig) {
+		if d < MinTTL || d > 30*24*time.Hour {
+			c.fail(invalid("max hold %v outside [%v, 720h]", d, MinTTL))
+			return
+		}
+		c.maxHold = d
+	})
+}
+
 // WithDriftFactor sets the fraction of the TTL set aside for clock-rate
 // differences between this process and the nodes; 2 ms are always added.
 // It must be in [0, 1). The default is [DefaultDriftFactor] (0.01).
@@ -367,11 +414,17 @@ func checkDuration(what string, d time.Duration) error {
 }
 
 // Client acquires locks on a fixed set of independent Redis masters. Create
-// it with [New]; it is safe for concurrent use.
+// it with [New], and [Client.Close] it when done: Close releases the locks
+// it still holds and stops its goroutines. It is safe for concurrent use.
 type Client struct {
 	nodes []node
 	cfg   config
 	bg    sync.WaitGroup // goroutines waiting for late replies
+	hand  handoff        // waiters and release notices
+
+	mu     sync.Mutex
+	held   map[*Lock]struct{} // locks not yet released, for Close
+	closed chan struct{}      // closed by Close
 }
 
 // New returns a Client over clients, each one independent Redis master: a
@@ -406,7 +459,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 // newClient applies and checks the options and the node count.
 func newClient(nodes []node, opts []Option) (*Client, error) {
 	cfg := config{
-		lock:   lockConfig{ttl: DefaultTTL, retry: defaultRetry},
+		lock:   lockConfig{ttl: DefaultTTL, retry: defaultRetry, maxHold: DefaultMaxHold},
 		drift:  DefaultDriftFactor,
 		prefix: DefaultKeyPrefix,
 		clock:  systemClock{},
@@ -431,7 +484,9 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	case !cfg.anyCount && n%2 == 0:
 		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
 	}
-	return &Client{cfg: cfg, nodes: nodes}, nil
+	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
+	c.hand.init(c)
+	return c, nil
 }
 
 func isNilPointer(v any) bool {
@@ -508,17 +563,47 @@ func (c *Client) lockConfig(key string, opts []LockOption) (lockConfig, error) {
 	return lc, nil
 }
 
-// Lock acquires the lock on key, retrying failed attempts as the retry
-// strategy says (by default until ctx is done). On failure the error is a
-// [*QuorumError] matching [ErrNotObtained], and ctx's error if ctx ended
-// the wait.
+// Lock acquires the lock on key, waiting as long as ctx allows. After a
+// failed attempt it tries again as soon as a release of the key is announced,
+// by a notice from a node or by an Unlock in this Client, or else when the
+// retry strategy's delay has passed (never later than the holder's
+// remaining TTL). Lock calls of one Client waiting for the same key are
+// served in arrival order. On failure the error is a [*QuorumError] matching
+// [ErrNotObtained], and ctx's error if ctx ended the wait, or [ErrClosed].
+//
+// The first Lock that has to wait starts one subscription per node to the
+// release notices, kept until [Client.Close].
 func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Lock, error) {
 	lc, err := c.lockConfig(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	return c.lock(ctx, key, &lc)
+}
+
+func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	rkey := c.redisKey(key)
+	var w *waiter
+	defer func() {
+		if w != nil {
+			c.hand.leave(rkey, w)
+		}
+	}()
+	if c.hand.busy(rkey) {
+		// Others of this Client already wait for the key: queue behind them
+		// (unless the strategy says not to wait at all).
+		if d, ok := lc.retry.Delay(1); ok {
+			w = c.hand.join(rkey)
+			if err := c.wait(ctx, w, d); err != nil {
+				return nil, &QuorumError{Op: "lock", Key: key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
+			}
+		}
+	}
 	for failed := 1; ; failed++ {
-		l, qerr := c.attempt(ctx, key, &lc)
+		l, qerr := c.attempt(ctx, key, rkey, lc, failed)
 		if qerr == nil {
 			return l, nil
 		}
@@ -529,7 +614,13 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...LockOption) (*Loc
 		if !ok {
 			return nil, qerr
 		}
-		if err := sleep(ctx, d); err != nil {
+		if qerr.retryAfter > 0 {
+			d = min(d, qerr.retryAfter)
+		}
+		if w == nil {
+			w = c.hand.join(rkey)
+		}
+		if err := c.wait(ctx, w, d); err != nil {
 			qerr.cause = err
 			return nil, qerr
 		}
@@ -543,29 +634,44 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...LockOption) (*
 	if err != nil {
 		return nil, err
 	}
-	l, qerr := c.attempt(ctx, key, &lc)
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	l, qerr := c.attempt(ctx, key, c.redisKey(key), &lc, 1)
 	if qerr != nil {
 		return nil, qerr
 	}
 	return l, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+func (c *Client) checkOpen() error {
 	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
+	case <-c.closed:
+		return ErrClosed
+	default:
 		return nil
 	}
 }
 
-// attempt is one acquisition round on every node.
-func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock, *QuorumError) {
+// wait sleeps until w is woken, d has passed, ctx is done or the Client is
+// closed, and returns ctx's error or ErrClosed in the last two cases.
+func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) error {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// attempt is one acquisition round on every node; n counts the attempts of
+// the Lock call it belongs to.
+func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, n int) (*Lock, *QuorumError) {
 	if err := ctx.Err(); err != nil {
 		return nil, &QuorumError{Op: "lock", Key: key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
 	}
@@ -573,15 +679,15 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 	if token == "" {
 		token = rand.Text()
 	}
-	rkey, ttl := c.redisKey(key), lc.ttl
+	ttl := lc.ttl
 	o := newOp(opAcquire, rkey, token, encodeValue(token, lc.meta), ttl)
 	start := c.cfg.clock.Now()
-	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided)
+	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided, c.observing())
 	end := c.cfg.clock.Now()
-	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
+	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
 		l := &Lock{
-			c: c, key: key, rkey: rkey, token: token, meta: lc.meta,
-			ttl: ttl, until: start.Add(ttl - drift(ttl, c.cfg.drift)),
+			c: c, key: key, rkey: rkey, token: token, meta: lc.meta, cfg: *lc,
+			acquired: start, ttl: ttl, until: start.Add(ttl - drift(ttl, c.cfg.drift)),
 			nodes: make([]nodeState, len(c.nodes)),
 		}
 		for i, res := range r.results {
@@ -590,6 +696,13 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 			}
 		}
 		r.finish(&c.bg, func(i int, res result) { l.lateGrant(ctx, i, res) })
+		if c.observing() {
+			c.emit(Event{Kind: EventAcquired, Key: key, Attempt: n, Duration: end.Sub(start), Validity: v, Nodes: nodeEvents(c.nodes, r)})
+		}
+		if err := c.track(l); err != nil {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+			return nil, &QuorumError{Op: "lock", Key: key, Quorum: c.Quorum(), Granted: r.tally.ok, err: ErrNotObtained, cause: err}
+		}
 		return l, nil
 	}
 	// Failed: take back what this attempt created, now, and as late grants
@@ -615,7 +728,43 @@ func (c *Client) attempt(ctx context.Context, key string, lc *lockConfig) (*Lock
 	if r.tally.won() {
 		qerr.detail = "majority reached after the validity ran out"
 	}
+	// The holder's keys are gone at the latest when the longest PTTL among
+	// the refusals runs out; a key without TTL gives no bound.
+	for _, res := range r.results {
+		if res.status == statusHeld {
+			if res.pttl < 0 {
+				qerr.retryAfter = 0
+				break
+			}
+			qerr.retryAfter = max(qerr.retryAfter, res.pttl+time.Millisecond)
+		}
+	}
+	if c.observing() {
+		c.emit(Event{Kind: EventRefused, Key: key, Attempt: n, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
+	}
 	return nil, qerr
+}
+
+// track registers a new lock for Close, unless the Client is closed.
+func (c *Client) track(l *Lock) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkOpen(); err != nil {
+		return err
+	}
+	c.held[l] = struct{}{}
+	c.hand.acquired(l.rkey, l.token)
+	if l.cfg.autoExtend {
+		l.startExtending()
+	}
+	return nil
+}
+
+// untrack forgets a lock that is released or lost.
+func (c *Client) untrack(l *Lock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.held, l)
 }
 
 // releaseOn releases the key on the given nodes, with a context detached from
@@ -625,7 +774,7 @@ func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string
 		return
 	}
 	o := newOp(opRelease, rkey, token, "", cooldown)
-	fanOut(context.WithoutCancel(ctx), nodes, len(nodes), c.nodeTimeout(ttl), o, nil).finish(&c.bg, nil)
+	fanOut(context.WithoutCancel(ctx), nodes, len(nodes), c.nodeTimeout(ttl), o, nil, false).finish(&c.bg, nil)
 }
 
 // quorumError describes a failed round over nodes, with already agreements
@@ -661,342 +810,4 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 		}
 	}
 	return e
-}
-
-// NodeState is what one node says about a key.
-type NodeState struct {
-	Node     string        // the node's address, or "node N"
-	Held     bool          // the key exists on this node
-	Token    string        // the holder's token, when held
-	Metadata string        // the holder's metadata, when held
-	TTL      time.Duration // the key's remaining TTL on this node; −1 if it has none
-	Err      error         // the node's error; the other fields are then empty
-}
-
-// KeyState is what every node says about a key, from [Client.Inspect].
-type KeyState struct {
-	Key    string
-	Quorum int
-	Nodes  []NodeState // in node order
-}
-
-// Holder returns the token held by a majority of nodes, with its metadata,
-// and whether there is one. When fewer than a majority answered, there is
-// none, whatever the other nodes hold.
-func (s *KeyState) Holder() (token, metadata string, ok bool) {
-	counts := make(map[string]int)
-	for _, n := range s.Nodes {
-		if n.Held {
-			counts[n.Token]++
-			if counts[n.Token] >= s.Quorum {
-				return n.Token, n.Metadata, true
-			}
-		}
-	}
-	return "", "", false
-}
-
-// Remaining returns how long the majority holder will keep the lock unless it
-// extends or releases it: the time until fewer than a majority of nodes still
-// hold its token, as the nodes' TTLs say. It is 0 when no token is held by a
-// majority, and math.MaxInt64 when a majority holds keys without TTL.
-func (s *KeyState) Remaining() time.Duration {
-	token, _, ok := s.Holder()
-	if !ok {
-		return 0
-	}
-	var ttls []time.Duration
-	for _, n := range s.Nodes {
-		if n.Held && n.Token == token {
-			t := n.TTL
-			if t < 0 {
-				t = math.MaxInt64
-			}
-			ttls = append(ttls, t)
-		}
-	}
-	// The quorum-th longest TTL: after it, fewer than a majority hold.
-	slices.Sort(ttls)
-	return ttls[len(ttls)-s.Quorum]
-}
-
-// Inspect asks every node what it holds at key: holder token and metadata
-// and the remaining TTL, or the node's error. It changes nothing. The error
-// is non-nil only for an invalid key or a ctx that is already done; node
-// failures are reported per node.
-func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
-	if err := checkKey(key); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	o := newOp(opInspect, c.redisKey(key), "", "", 0)
-	r := fanOut(ctx, c.nodes, len(c.nodes), c.nodeTimeout(c.cfg.lock.ttl), o, nil)
-	r.finish(&c.bg, nil)
-	s := &KeyState{Key: key, Quorum: c.Quorum(), Nodes: make([]NodeState, len(c.nodes))}
-	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].name(), Err: res.err}
-		if res.status == statusHeld {
-			st.Held, st.TTL = true, res.pttl
-			st.Token, st.Metadata, _ = strings.Cut(res.value, "\x00")
-		}
-		s.Nodes[i] = st
-	}
-	return s, nil
-}
-
-// Lock is one acquisition of a lock. It is safe for concurrent use: a
-// watchdog may call Extend while another goroutine calls Unlock. Operations
-// that talk to the nodes run one at a time.
-type Lock struct {
-	c     *Client
-	key   string
-	rkey  string
-	token string
-	meta  string
-
-	op sync.Mutex // serialises Extend and Unlock
-
-	mu       sync.Mutex // guards the fields below
-	ttl      time.Duration
-	until    time.Time
-	released bool
-	cooldown time.Duration // of the last Unlock
-	nodes    []nodeState
-}
-
-// nodeState is what the lock knows of one node beyond the acquisition.
-//
-// A grant that arrives after Lock returned is one more node holding our
-// lock, unless an Unlock's release reached that node first and found
-// nothing: whichever of the two replies comes second sees both facts and
-// releases the grant again. A node whose release was confirmed is not asked
-// again by a retried Unlock (it would answer "absent").
-type nodeState struct {
-	acquire uint8 // latePending, lateGranted, or 0: answered in time, or refused
-	release uint8 // releaseDone, releaseMissed, or 0: not asked yet
-}
-
-const (
-	latePending = 1 + iota
-	lateGranted
-)
-
-const (
-	releaseDone = 1 + iota
-	releaseMissed
-)
-
-// lateGrant handles an acquire reply that arrived after Lock returned.
-func (l *Lock) lateGrant(ctx context.Context, i int, res result) {
-	l.mu.Lock()
-	st := &l.nodes[i]
-	st.acquire = 0
-	if res.status == statusOK || res.status == statusRefreshed {
-		st.acquire = lateGranted
-	}
-	l.mu.Unlock()
-	l.releaseIfBehind(ctx, i)
-}
-
-// onRelease records one node's answer to an Unlock, on time or late.
-func (l *Lock) onRelease(ctx context.Context, i int, res result) {
-	l.mu.Lock()
-	st := &l.nodes[i]
-	if res.status == statusOK {
-		st.release = releaseDone
-	} else if st.release != releaseDone {
-		st.release = releaseMissed
-	}
-	l.mu.Unlock()
-	l.releaseIfBehind(ctx, i)
-}
-
-// releaseIfBehind releases node i again if its grant came in behind a
-// release that found nothing.
-func (l *Lock) releaseIfBehind(ctx context.Context, i int) {
-	l.mu.Lock()
-	st := &l.nodes[i]
-	again := st.acquire == lateGranted && st.release == releaseMissed
-	if again {
-		st.acquire = 0 // once
-	}
-	ttl, cooldown := l.ttl, l.cooldown
-	l.mu.Unlock()
-	if again {
-		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.rkey, l.token, ttl, cooldown)
-	}
-}
-
-// Key returns the lock's key as given to Lock.
-func (l *Lock) Key() string { return l.key }
-
-// Token returns the lock's token: 130 random bits from crypto/rand (or the
-// token given with [WithToken]). Pass it to WithToken to re-enter.
-func (l *Lock) Token() string { return l.token }
-
-// Metadata returns the holder metadata stored with the lock.
-func (l *Lock) Metadata() string { return l.meta }
-
-// Until returns the time until which the lock is valid, on this process's
-// monotonic clock. After Unlock, or once a failed Extend found the lock gone,
-// it is a time in the past.
-func (l *Lock) Until() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.until
-}
-
-// Validity returns how long the lock remains valid: 0 once it has expired,
-// was released, or a failed Extend found it gone or held by another token.
-// It is a local, conservative estimate that already deducts drift.
-func (l *Lock) Validity() time.Duration {
-	return max(l.Until().Sub(l.c.cfg.clock.Now()), 0)
-}
-
-// invalidate marks the lock as no longer valid.
-func (l *Lock) invalidate(released bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := l.c.cfg.clock.Now(); l.until.After(now) {
-		l.until = now
-	}
-	l.released = l.released || released
-}
-
-func (l *Lock) isReleased() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
-}
-
-// Extend resets the lock's TTL to ttl on every node that still holds it. It
-// succeeds only if a majority extended it within the new validity window,
-// which then starts from the moment Extend was called, and returns as soon
-// as that majority answered; a failing Extend waits for every node (at most
-// the node timeout) to tell why. Extend never re-creates a key that has
-// expired.
-//
-// On failure the error is a [*QuorumError] matching [ErrLockLost] (another
-// token holds the key on some node) or [ErrLockExpired] (the key is gone on
-// some node), after which [Lock.Validity] is 0, or [ErrNotObtained] (too few
-// nodes answered), after which the lock keeps the validity it had. After
-// Unlock, Extend returns [ErrReleased].
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	c := l.c
-	if err := checkDuration("TTL", ttl); err != nil {
-		return err
-	}
-	if !canBeValid(ttl, c.cfg.drift) {
-		return invalid("TTL %v leaves no validity after drift %v", ttl, drift(ttl, c.cfg.drift))
-	}
-	if err := ctx.Err(); err != nil {
-		return &QuorumError{Op: "extend", Key: l.key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
-	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	if l.isReleased() {
-		return fmt.Errorf("%w: %q", ErrReleased, l.key)
-	}
-	start := c.cfg.clock.Now()
-	o := newOp(opExtend, l.rkey, l.token, "", ttl)
-	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.won) // on failure, hear every node: "lost" and "expired" differ
-	end := c.cfg.clock.Now()
-	r.finish(&c.bg, nil)
-	if r.tally.won() && validity(ttl, c.cfg.drift, start, end) > 0 {
-		l.mu.Lock()
-		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
-		l.mu.Unlock()
-		return nil
-	}
-	qerr := c.quorumError("extend", l.key, c.nodes, r, 0, ErrNotObtained, ctx)
-	if qerr.err != ErrNotObtained {
-		l.invalidate(false)
-	}
-	return qerr
-}
-
-// Unlock releases the lock on every node, waiting for each at most the node
-// timeout. It returns nil when a majority released it, which also proves the
-// lock was still held by us until then. Otherwise the error is a
-// [*QuorumError] matching [ErrLockLost] (another token holds the key on some
-// node), [ErrLockExpired] (the lock had expired), or [ErrNotObtained] (too
-// few nodes answered: Unlock may be called again; unconfirmed keys expire at
-// their TTL). A second Unlock returns [ErrReleased].
-//
-// ctx must not be done: a cancelled context sends nothing. To release in a
-// defer after the work's context may have been cancelled, pass
-// context.WithoutCancel(ctx).
-func (l *Lock) Unlock(ctx context.Context) error { return l.release(ctx, 0) }
-
-// UnlockAfter releases the lock but keeps other tokens out for cooldown
-// more: on every node that still holds it, the key is set to expire cooldown
-// from now instead of being deleted. It is for "at most once per period"
-// work. A cooldown of 0 is Unlock; otherwise it must be within [[MinTTL],
-// [MaxTTL]]. Errors are those of [Lock.Unlock].
-func (l *Lock) UnlockAfter(ctx context.Context, cooldown time.Duration) error {
-	if cooldown != 0 {
-		if err := checkDuration("cooldown", cooldown); err != nil {
-			return err
-		}
-	}
-	return l.release(ctx, cooldown)
-}
-
-func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
-	c := l.c
-	if err := ctx.Err(); err != nil {
-		return &QuorumError{Op: "unlock", Key: l.key, Quorum: c.Quorum(), err: ErrNotObtained, cause: err}
-	}
-	l.op.Lock()
-	defer l.op.Unlock()
-	if l.isReleased() {
-		return fmt.Errorf("%w: %q", ErrReleased, l.key)
-	}
-	// Ask the nodes whose release is not confirmed yet: all of them, but
-	// when an earlier Unlock failed part-way.
-	l.mu.Lock()
-	ttl, nodes, idx, already := l.ttl, c.nodes, []int(nil), 0
-	l.cooldown = cooldown
-	for i := range l.nodes {
-		if l.nodes[i].release == releaseDone {
-			already++
-		}
-	}
-	if already > 0 {
-		nodes = nil
-		for i := range l.nodes {
-			if l.nodes[i].release != releaseDone {
-				nodes, idx = append(nodes, c.nodes[i]), append(idx, i)
-			}
-		}
-	}
-	l.mu.Unlock()
-	index := func(j int) int {
-		if idx == nil {
-			return j
-		}
-		return idx[j]
-	}
-	o := newOp(opRelease, l.rkey, l.token, "", cooldown)
-	// Wait for every node (at most the node timeout), not just a majority:
-	// a release still in flight leaves a key that an immediate re-Lock of
-	// the same key counts against itself, which with one node down already
-	// costs that Lock a node timeout. (Returning at a majority measured
-	// about 18% faster on 5 local nodes; see docs/performance.md.)
-	r := fanOut(ctx, nodes, max(c.Quorum()-already, 0), c.nodeTimeout(ttl), o, nil)
-	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
-	for j, res := range r.results {
-		if res != (result{}) {
-			l.onRelease(ctx, index(j), res)
-		}
-	}
-	if r.tally.won() {
-		l.invalidate(true)
-		return nil
-	}
-	qerr := c.quorumError("unlock", l.key, nodes, r, already, ErrNotObtained, ctx)
-	l.invalidate(qerr.err != ErrNotObtained)
-	return qerr
 }
