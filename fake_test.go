@@ -287,7 +287,10 @@ func newTestClient(t testing.TB, fakes []*fakeNode, clk *fakeClock, opts ...Opti
 	for i, f := range fakes {
 		nodes[i] = f
 	}
-	c, err := newClient(nodes, append([]Option{withClock(clk), WithAnyNodeCount()}, opts...))
+	// A generous node timeout: fakes answer at once, but a loaded 2-core
+	// machine can delay any goroutine by milliseconds. Tests about node
+	// timeouts pass their own, which comes later and wins.
+	c, err := newClient(nodes, append([]Option{withClock(clk), WithAnyNodeCount(), WithNodeTimeout(5 * time.Second)}, opts...))
 	if err != nil {
 		t.Fatalf("newClient: %v", err)
 	}

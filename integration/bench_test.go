@@ -37,10 +37,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	for _, n := range []int{1, 3, 5} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			nodes := StartNodes(b, n)
-			c, err := redlock.New(Clients(b, nodes, nil), redlock.WithAnyNodeCount())
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := newClient(b, Clients(b, nodes, nil), redlock.WithAnyNodeCount())
 			cycle := make(latencies, 0, 1<<16)
 			keys := benchKeys(b.N)
 			b.ReportAllocs()
@@ -80,10 +77,7 @@ func BenchmarkVsFloor(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			nodes := StartNodes(b, n+1)
-			c, err := redlock.New(Clients(b, nodes[:n], nil))
-			if err != nil {
-				b.Fatal(err)
-			}
+			c := newClient(b, Clients(b, nodes[:n], nil))
 			floor := Clients(b, nodes[n:], nil)[0]
 			lockT, floorT := make(latencies, 0, 1<<16), make(latencies, 0, 1<<16)
 			keys := benchKeys(b.N)
@@ -111,10 +105,7 @@ func BenchmarkVsFloor(b *testing.B) {
 func BenchmarkHungNode(b *testing.B) {
 	nodes := StartNodes(b, 5)
 	const nodeTimeout = 50 * time.Millisecond
-	c, err := redlock.New(Clients(b, nodes, nil), redlock.WithNodeTimeout(nodeTimeout))
-	if err != nil {
-		b.Fatal(err)
-	}
+	c := newClient(b, Clients(b, nodes, nil), redlock.WithNodeTimeout(nodeTimeout))
 	ctx := context.Background()
 	nodes[4].Pause(b)
 	b.Cleanup(func() { nodes[4].Resume(b) })

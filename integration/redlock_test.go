@@ -21,6 +21,7 @@ func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Op
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
 }
 
