@@ -203,10 +203,12 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	case owns(e.value, token):
 		n.keys[key] = fakeEntry{value: value, expires: n.clk.Now().Add(ttl.Truncate(time.Millisecond))}
 		return result{status: statusRefreshed}
-	case e.expires.IsZero():
-		return result{status: statusHeld, pttl: -1}
 	}
-	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now())}
+	holder, _, _ := strings.Cut(e.value, "\x00")
+	if e.expires.IsZero() {
+		return result{status: statusHeld, pttl: -1, value: holder}
+	}
+	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now()), value: holder}
 }
 
 // owned returns the live entry at key if token holds it, or else the reply

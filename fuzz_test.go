@@ -50,8 +50,17 @@ func FuzzReplies(f *testing.F) {
 		f.Add(r, true, "tok\x00meta", r)
 	}
 	f.Fuzz(func(t *testing.T, r int64, held bool, value string, pttl int64) {
-		if res := acquireReply(r); res.ok() != (r == 1 || r == 2) || (res.err != nil) != (r > 2) {
+		if res := acquireReply(r, nil); res.ok() != (r == 1 || r == 2) || (res.err != nil) != (r != 1 && r != 2) {
 			t.Fatalf("acquire reply %d: got %+v", r, res)
+		}
+		refusal := acquireReply([]any{r, value}, nil)
+		if refusal.ok() || (refusal.err == nil) != (r <= 0) || (refusal.err == nil && refusal.value != value) {
+			t.Fatalf("acquire refusal {%d, %q}: got %+v", r, value, refusal)
+		}
+		for _, odd := range []any{nil, "x", []any{r}, []any{value, r}, []any{r, value, r}} {
+			if res := acquireReply(odd, nil); res.err == nil {
+				t.Fatalf("acquire reply %v: got %+v, want an error", odd, res)
+			}
 		}
 		if res := ownerReply(r); res.ok() != (r == 1) || (res.err != nil) != (r > 1 || r < -1) {
 			t.Fatalf("owner reply %d: got %+v", r, res)

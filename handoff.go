@@ -12,8 +12,9 @@ import (
 // (prefix{key}:released), which the Client hears through one pattern
 // subscription per node, started by the first waiter and kept until Close.
 //
-// Waiters of one Client queue per key in arrival order and only the first is
-// woken, so a release causes one attempt, not one per waiter, and a Lock
+// A notice wakes only when a majority of nodes have announced the same
+// release. Waiters of one Client queue per key in arrival order and only the
+// first is woken, so a release causes one attempt, not one per waiter, and a Lock
 // that arrives while others wait queues behind them instead of barging in.
 // Notices can be lost (a subscription reconnecting, a node down); every
 // waiter also has its retry timer, bounded by the holder's remaining TTL.
@@ -27,8 +28,9 @@ type handoff struct {
 
 type waitQueue struct {
 	waiters      []*waiter
-	holder       string // token of this Client's lock on the key, while held
-	lastReleased string // token of this Client's last release of the key
+	holder       string         // token of this Client's lock on the key, while held
+	lastReleased string         // token of this Client's last release of the key
+	notices      map[string]int // release notices heard per token
 }
 
 type waiter struct {
@@ -120,7 +122,11 @@ func (h *handoff) released(rkey, token string) {
 	}
 }
 
-// notice handles a release published by a node.
+// notice handles a release published by a node. The first waiter is woken
+// when a majority of nodes have announced the release of the same token:
+// then the lock can be had. Waking at the first notice would send the
+// attempt while most nodes still hold the key; a competitor releasing a
+// partial grant (a minority of nodes) wakes nobody.
 func (h *handoff) notice(channel, token string) {
 	rkey := strings.TrimSuffix(channel, releaseSuffix)
 	h.mu.Lock()
@@ -129,7 +135,13 @@ func (h *handoff) notice(channel, token string) {
 	if q == nil || q.holder != "" || token == q.lastReleased {
 		return // nobody waits, we hold it, or our own release, handled already
 	}
-	q.wakeFirst()
+	if q.notices == nil || len(q.notices) > 64 { // tokens are unique: forget old ones
+		q.notices = make(map[string]int)
+	}
+	q.notices[token]++
+	if q.notices[token] == h.c.Quorum() {
+		q.wakeFirst()
+	}
 }
 
 func (q *waitQueue) wakeFirst() {

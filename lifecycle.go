@@ -140,7 +140,8 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 }
 
 // Close releases every lock this Client still holds (stopping their
-// auto-extension), stops the release-notice subscriptions, ends any Lock
+// auto-extension, and cancelling the context of work running under Do with
+// cause [ErrClosed] first), stops the release-notice subscriptions, ends any Lock
 // still waiting with [ErrClosed], and waits for the Client's goroutines,
 // as long as ctx allows. Later calls to Lock, TryLock, Do and Inspect return
 // [ErrClosed]. Close does not close the go-redis clients, which belong to
@@ -167,6 +168,10 @@ func (c *Client) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, l := range locks {
 		wg.Go(func() {
+			// Work running under Do is told first: its lock is going away.
+			if l.cfg.onLost != nil {
+				l.cfg.onLost(ErrClosed)
+			}
 			// A lock already gone (expired, taken over, released) has
 			// nothing left to release; only unconfirmed releases count.
 			if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, ErrNotObtained) {

@@ -478,6 +478,33 @@ func TestNoBarging(t *testing.T) {
 	}
 }
 
+func TestRetryAfter(t *testing.T) {
+	clk := newFakeClock()
+	c := newTestClient(t, newFakeNodes(5, clk), clk)
+	held := func(token string, pttl time.Duration) result {
+		return result{status: statusHeld, value: token, pttl: pttl}
+	}
+	ok, down := result{status: statusOK}, result{err: errFakeDown}
+	const rt = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		results []result
+		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
+	}{
+		{"holder with a majority", []result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
+		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
+		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.retryAfter(&round{results: tc.results}, rt)
+			if got < tc.lo || got > tc.hi {
+				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
+			}
+		})
+	}
+}
+
 // TestWaitBoundedByHolderTTL: a holder that never releases is outlived by
 // its TTL, and the waiter tries again then, not at its hour-long timer.
 func TestWaitBoundedByHolderTTL(t *testing.T) {

@@ -30,8 +30,10 @@ import (
 // acquireSrc takes the lock or re-enters it.
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms.
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
-// ≤ 0 refused, where the reply is −(holder's PTTL + 1): 0 means the holder's
-// key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms.
+// refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
+// holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
+// holder's token lets a waiter tell a holder with a majority from a split
+// vote; it never leaves the library.
 const acquireSrc = `
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -42,7 +44,9 @@ if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 2
 end
-return -1 - redis.call('PTTL', KEYS[1])
+local nul = string.find(v, '\0', 1, true)
+if nul then v = string.sub(v, 1, nul - 1) end
+return {-1 - redis.call('PTTL', KEYS[1]), v}
 `
 
 // extendSrc resets the TTL of a key we hold; it never re-creates one.
@@ -152,7 +156,7 @@ const (
 type result struct {
 	status status
 	pttl   time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
-	value  string        // statusHeld from inspect: the key's value
+	value  string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
 	err    error         // statusFailed only
 }
 
@@ -227,31 +231,45 @@ func (n *redisNode) do(ctx context.Context, o *op) result {
 		cmd = redis.NewCmd(ctx, argv...)
 		_ = n.client.Process(ctx, noRetry{cmd})
 	}
-	if o.kind == opInspect {
+	switch o.kind {
+	case opInspect:
 		return inspectReply(cmd.Slice())
+	case opAcquire:
+		return acquireReply(cmd.Result())
 	}
 	r, err := cmd.Int64()
 	if err != nil {
 		return result{err: err}
 	}
-	if o.kind == opAcquire {
-		return acquireReply(r)
-	}
 	return ownerReply(r)
 }
 
-func acquireReply(r int64) result {
-	switch {
-	case r == 1:
-		return result{status: statusOK}
-	case r == 2:
-		return result{status: statusRefreshed}
-	case r == 0:
-		return result{status: statusHeld, pttl: -1}
-	case r < 0:
-		return result{status: statusHeld, pttl: time.Duration(-r-1) * time.Millisecond}
+func acquireReply(reply any, err error) result {
+	if err != nil {
+		return result{err: err}
 	}
-	return result{err: fmt.Errorf("unexpected acquire reply %d", r)}
+	switch r := reply.(type) {
+	case int64:
+		switch r {
+		case 1:
+			return result{status: statusOK}
+		case 2:
+			return result{status: statusRefreshed}
+		}
+	case []any:
+		if len(r) == 2 {
+			code, ok1 := r[0].(int64)
+			holder, ok2 := r[1].(string)
+			switch {
+			case !ok1 || !ok2 || code > 0:
+			case code == 0:
+				return result{status: statusHeld, pttl: -1, value: holder}
+			default:
+				return result{status: statusHeld, pttl: time.Duration(-code-1) * time.Millisecond, value: holder}
+			}
+		}
+	}
+	return result{err: fmt.Errorf("unexpected acquire reply %v", reply)}
 }
 
 // ownerReply decodes the 1 / 0 / −1 replies of extend and release.

@@ -66,6 +66,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -728,21 +729,57 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 	if r.tally.won() {
 		qerr.detail = "majority reached after the validity ran out"
 	}
-	// The holder's keys are gone at the latest when the longest PTTL among
-	// the refusals runs out; a key without TTL gives no bound.
-	for _, res := range r.results {
-		if res.status == statusHeld {
-			if res.pttl < 0 {
-				qerr.retryAfter = 0
-				break
-			}
-			qerr.retryAfter = max(qerr.retryAfter, res.pttl+time.Millisecond)
-		}
-	}
+	qerr.retryAfter = c.retryAfter(r, end.Sub(start))
 	if c.observing() {
 		c.emit(Event{Kind: EventRefused, Key: key, Attempt: n, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
 	}
 	return nil, qerr
+}
+
+// retryAfter bounds the wait after a failed attempt that took round. If one
+// token refused on a majority of nodes, it holds the lock, whose keys are
+// gone at the latest when its longest PTTL runs out (no bound if a key has
+// no TTL). If no token holds a majority while a majority of nodes answered,
+// nobody holds the lock: a split vote between contenders, or keys on their
+// way out. Then waiting for a release notice would wait for nothing, so the
+// answer is a random delay of up to two rounds, which parts the contenders.
+// With too many nodes failing there is no bound: the retry strategy decides.
+func (c *Client) retryAfter(r *round, round time.Duration) time.Duration {
+	type holder struct {
+		token string
+		n     int
+		pttl  time.Duration // longest
+		noTTL bool          // some key of it has no TTL
+	}
+	var holders []holder
+	answered := 0
+	for _, res := range r.results {
+		switch res.status {
+		case statusOK, statusRefreshed, statusAbsent:
+			answered++
+		case statusHeld:
+			answered++
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.value })
+			if i < 0 {
+				holders, i = append(holders, holder{token: res.value}), len(holders)
+			}
+			h := &holders[i]
+			h.n++
+			h.pttl, h.noTTL = max(h.pttl, res.pttl), h.noTTL || res.pttl < 0
+		}
+	}
+	for _, h := range holders {
+		if h.n >= c.Quorum() {
+			if h.noTTL {
+				return 0
+			}
+			return h.pttl + time.Millisecond
+		}
+	}
+	if answered >= c.Quorum() {
+		return jitter(time.Microsecond, 2*round+time.Microsecond)
+	}
+	return 0
 }
 
 // track registers a new lock for Close, unless the Client is closed.

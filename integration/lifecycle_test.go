@@ -1,0 +1,238 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// deadlines records, from observer events, until when the lock is valid:
+// the moment of each grant or extension plus the validity it reported.
+type deadlines struct {
+	mu    sync.Mutex
+	until time.Time
+	kinds []redlock.EventKind
+}
+
+func (d *deadlines) Observe(e redlock.Event) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.kinds = append(d.kinds, e.Kind)
+	if e.Kind == redlock.EventAcquired || e.Kind == redlock.EventExtended {
+		d.until = time.Now().Add(e.Validity) // a little later than the true end: conservative for the test
+	}
+}
+
+func (d *deadlines) get() (time.Time, []redlock.EventKind) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.until, append([]redlock.EventKind(nil), d.kinds...)
+}
+
+// TestDoKeepsLock: while the nodes are healthy, Do holds its lock for 5×TTL
+// and more, with every key keeping a TTL no longer than asked.
+func TestDoKeepsLock(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	c := newClient(t, Clients(t, nodes, nil))
+	const ttl = 300 * time.Millisecond
+	err := c.Do(t.Context(), key, func(ctx context.Context) error {
+		for end := time.Now().Add(6 * ttl); time.Now().Before(end); time.Sleep(ttl / 4) {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			s, err := c.Inspect(ctx, key)
+			if err != nil {
+				return err
+			}
+			if _, meta, ok := s.Holder(); !ok || meta != "do-test" {
+				return errors.New("the lock is not held by a majority")
+			}
+			for _, n := range s.Nodes {
+				if !n.Held || n.TTL <= 0 || n.TTL > ttl {
+					return errors.New(n.Node + ": key missing or its TTL out of range")
+				}
+			}
+		}
+		return nil
+	}, redlock.WithTTL(ttl), redlock.WithMetadata("do-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEmpty(t, nodes, key, 2*time.Second)
+}
+
+// TestDoCancelledBeforeValidityEnds: killing 3 of 5 nodes while Do's work
+// runs cancels the work's context before the lock's validity ends, with at
+// least part of the TTL/10 margin left, and with the expiry as its cause.
+func TestDoCancelledBeforeValidityEnds(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	obs := &deadlines{}
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithObserver(obs))
+	const ttl = time.Second
+	var cancelledAt, until time.Time
+	var cause error
+	err := c.Do(t.Context(), key, func(ctx context.Context) error {
+		time.Sleep(ttl / 2) // past the first extension
+		for _, n := range nodes[:3] {
+			n.Kill(t)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * ttl):
+			return errors.New("work not cancelled")
+		}
+		cancelledAt, cause = time.Now(), context.Cause(ctx)
+		until, _ = obs.get()
+		return ctx.Err()
+	}, redlock.WithTTL(ttl))
+	if !errors.Is(cause, redlock.ErrLockExpired) {
+		t.Fatalf("cause: got %v, want ErrLockExpired", cause)
+	}
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, redlock.ErrLockExpired) {
+		t.Fatalf("Do: got %v, want the work's error and the loss", err)
+	}
+	margin := ttl / redlock.LostMarginDivisor
+	if left := until.Sub(cancelledAt); left < margin/2 {
+		t.Fatalf("work cancelled with %v of validity left, want about %v", left, margin)
+	}
+	t.Logf("work cancelled %v before the validity ended (margin %v)", until.Sub(cancelledAt).Round(time.Millisecond), margin)
+}
+
+// TestStalledExtensionNeverAfterUnlock: an extension stuck on a frozen node
+// when Unlock runs never leaves the key behind: no extension is sent after
+// Unlock returns, and what was queued on the frozen node cannot re-create
+// the key once it wakes.
+func TestStalledExtensionNeverAfterUnlock(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	obs := &deadlines{}
+	c := newClient(t, Clients(t, nodes, nil), redlock.WithObserver(obs), redlock.WithNodeTimeout(50*time.Millisecond))
+	warm(t, c)
+	l, err := c.TryLock(t.Context(), key, redlock.WithTTL(2*time.Second), redlock.WithAutoExtend(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := watchKey(t, nodes[2], key)
+	nodes[2].Pause(t)
+	time.Sleep(100 * time.Millisecond) // extensions queue up on the frozen node
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	_, kinds := obs.get()
+	time.Sleep(100 * time.Millisecond)
+	if _, after := obs.get(); len(after) != len(kinds) {
+		t.Fatalf("events after Unlock returned: %v", after[len(kinds):])
+	}
+	nodes[2].Resume(t)
+	waitEmpty(t, nodes, key, 3*time.Second)
+	// The frozen node ran its queued scripts in some order; whatever it was,
+	// nothing touched the key after it was deleted.
+	deleted := false
+	for {
+		select {
+		case m := <-events:
+			if m.Payload == "del" {
+				deleted = true
+			} else if deleted {
+				t.Fatalf("%q on the key after its deletion", m.Payload)
+			}
+			continue
+		case <-time.After(500 * time.Millisecond):
+		}
+		break
+	}
+	if !deleted {
+		t.Fatal("the frozen node never deleted the key")
+	}
+}
+
+// TestCloseReleasesEverything: Close releases plain, auto-extended and Do
+// locks on every node, tells Do's work, and ends a waiting Lock.
+func TestCloseReleasesEverything(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	keys := []string{UniqueKey(t, nodes), UniqueKey(t, nodes), UniqueKey(t, nodes)}
+	c, err := redlock.New(Clients(t, nodes, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(t.Context(), keys[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(t.Context(), keys[1], redlock.WithAutoExtend(0)); err != nil {
+		t.Fatal(err)
+	}
+	doErr, doStarted := make(chan error, 1), make(chan struct{})
+	go func() {
+		doErr <- c.Do(context.Background(), keys[2], func(ctx context.Context) error {
+			close(doStarted)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+	}()
+	<-doStarted
+	waitErr := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(context.Background(), keys[0], redlock.WithRetry(redlock.ConstantBackoff(time.Hour)))
+		waitErr <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it queue
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-doErr; !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("Do: got %v, want its work cancelled with ErrClosed", err)
+	}
+	if err := <-waitErr; !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("waiting Lock: got %v, want ErrClosed", err)
+	}
+	for _, k := range keys {
+		waitEmpty(t, nodes, k, time.Second)
+	}
+	if _, err := c.TryLock(t.Context(), keys[0]); !errors.Is(err, redlock.ErrClosed) {
+		t.Fatalf("TryLock after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// TestHandoffAcrossClients: a Lock waiting in another Client (another
+// process, as far as the nodes know) is woken by the release notice, not by
+// its retry timer (an hour here).
+func TestHandoffAcrossClients(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	a := newClient(t, Clients(t, nodes, nil))
+	b := newClient(t, Clients(t, nodes, nil))
+	holder, err := a.TryLock(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Lock(t.Context(), key, redlock.WithRetry(redlock.ConstantBackoff(time.Hour)))
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // b's first attempt fails and it subscribes
+	start := time.Now()
+	if err := holder.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("hand-off to the other Client took %v", time.Since(start).Round(time.Microsecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other Client's waiter was not woken by the release notice")
+	}
+}
