@@ -209,7 +209,9 @@ func TestHandoffAcrossClients(t *testing.T) {
 	key := UniqueKey(t, nodes)
 	a := newClient(t, Clients(t, nodes, nil))
 	b := newClient(t, Clients(t, nodes, nil))
-	holder, err := a.TryLock(t.Context(), key)
+	// A one-minute TTL: the waiter's sleep, bounded by the holder's PTTL,
+	// cannot end within the test's 5 s, so only the notice can wake it.
+	holder, err := a.TryLock(t.Context(), key, redlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestHandoffAcrossClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("hand-off to the other Client took %v", time.Since(start).Round(time.Microsecond))
-	case <-time.After(10 * time.Second):
+	case <-time.After(5 * time.Second):
 		t.Fatal("the other Client's waiter was not woken by the release notice")
 	}
 }
