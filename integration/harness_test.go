@@ -122,7 +122,7 @@ func StartNodes(t testing.TB, n int) []*Node {
 	case backendProcess:
 		nodes := make([]*Node, n)
 		for i := range nodes {
-			nodes[i] = startProcess(t, arg)
+			nodes[i] = startProcess(t, arg, 0)
 		}
 		return nodes
 	case backendDocker:
@@ -167,20 +167,24 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// startProcess starts redis-server on a free loopback port, retrying with
-// another port if the one picked was taken in between.
-func startProcess(t testing.TB, bin string) *Node {
+// startProcess starts redis-server on a loopback port (port, or a free one
+// when port is 0, retrying with another if the one picked was taken in
+// between), with extra arguments.
+func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 	t.Helper()
 	dir := t.TempDir()
 	var lastErr error
 	for range 5 {
-		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), exited: make(chan struct{}), out: &lockedBuffer{}}
-		_, port, _ := net.SplitHostPort(n.Addr)
-		n.cmd = exec.Command(bin,
-			"--port", port, "--bind", "127.0.0.1", "--protected-mode", "no",
+		p := port
+		if p == 0 {
+			p = freePort(t)
+		}
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}}
+		n.cmd = exec.Command(bin, append([]string{
+			"--port", fmt.Sprint(p), "--bind", "127.0.0.1", "--protected-mode", "no",
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--daemonize", "no", "--loglevel", "warning",
-			"--enable-debug-command", "local") // DEBUG RELOAD, for LOADING replies
+			"--enable-debug-command", "local"}, extra...)...) // DEBUG RELOAD, for LOADING replies
 		n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
 		// Its own process group, and killed if this process dies first.
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
