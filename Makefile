@@ -18,6 +18,7 @@ test: redis-server
 bench: redis-server
 	$(GO) test ./integration -run '^$$' -bench 'LockUnlock|Floor|VsFloor' -benchtime 3000x -count 6
 	$(GO) test ./integration -run '^$$' -bench 'HungNode' -benchtime 200x -count 3
+	$(GO) test ./integration -run '^$$' -bench 'Handoff' -benchtime 2000x -count 5
 	$(GO) test . -run '^$$' -bench . -count 6
 
 redis-server:

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
+	"os/signal"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -80,44 +83,102 @@ func ExampleClient_Lock() {
 	defer lock.Unlock(context.WithoutCancel(ctx))
 }
 
-// A watchdog extends the lock while the work runs and stops the work if an
-// extension fails.
+// Extend resets the TTL by hand; WithAutoExtend or Client.Do do it for you.
 func ExampleLock_Extend() {
 	c, err := redlock.New(nodes())
 	if err != nil {
 		log.Fatal(err)
 	}
-	const ttl = 10 * time.Second
-	lock, err := c.Lock(context.Background(), "import", redlock.WithTTL(ttl))
+	ctx := context.Background()
+	lock, err := c.Lock(ctx, "import", redlock.WithTTL(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
-	work, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-work.Done():
-				return
-			case <-t.C:
-				if err := lock.Extend(work, ttl); err != nil && lock.Validity() < ttl/3 {
-					log.Printf("lock lost: %v", err)
-					stop()
-					return
-				}
-			}
+	defer lock.Unlock(ctx)
+	// … first half of the work …
+	if err := lock.Extend(ctx, 10*time.Second); err != nil {
+		if errors.Is(err, redlock.ErrLockLost) || errors.Is(err, redlock.ErrLockExpired) {
+			log.Print("lock gone, stopping: ", err)
+			return
 		}
-	}()
+		log.Print("not extended, ", lock.Validity(), " left: ", err) // transient
+	}
+	// … second half …
+}
 
-	// … the work, watching work.Done() …
+// Do runs work under a lock that is extended while the work runs; the
+// work's context is cancelled, with the reason as its cause, if the lock
+// cannot be kept.
+func ExampleClient_Do() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	err = c.Do(context.Background(), "report:daily", func(ctx context.Context) error {
+		for _, part := range []string{"a", "b", "c"} {
+			if err := ctx.Err(); err != nil {
+				return context.Cause(ctx) // ErrLockLost or ErrLockExpired
+			}
+			fmt.Println("writing part", part)
+		}
+		return nil
+	}, redlock.WithTTL(30*time.Second))
+	if err != nil {
+		log.Print(err)
+	}
+}
 
-	stop()
-	<-done
-	if err := lock.Unlock(context.Background()); err != nil {
-		log.Printf("the lock was not held to the end: %v", err)
+// Without a closure: auto-extend a Lock, and watch Lost.
+func ExampleLock_Lost() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx := context.Background()
+	lock, err := c.Lock(ctx, "leader", redlock.WithAutoExtend(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(ctx)
+	select {
+	case <-lock.Lost():
+		log.Print("no longer leader: ", lock.Err())
+	case <-ctx.Done():
+	}
+}
+
+// WithLogger reports every acquisition, extension, loss and release through
+// log/slog; WithObserver takes any Observer, e.g. for metrics.
+func ExampleWithLogger() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := redlock.New(nodes(), redlock.WithLogger(logger),
+		redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
+			if e.Kind == redlock.EventLost {
+				fmt.Println("lost", e.Key, "after", e.Held)
+			}
+		})))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+}
+
+// Close releases what the Client still holds at shutdown.
+func ExampleClient_Close() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	go func() { _ = c.Do(ctx, "worker", func(ctx context.Context) error { <-ctx.Done(); return nil }) }()
+	<-ctx.Done()
+	shutdown, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if err := c.Close(shutdown); err != nil {
+		log.Print("some locks expire on their own: ", err)
 	}
 }
 

@@ -48,10 +48,25 @@
 // # Usage
 //
 //	c, err := redlock.New([]redis.UniversalClient{n1, n2, n3})
+//	defer c.Close(context.Background())
+//
+//	// Simplest: the lock is extended while fn runs, and fn's context is
+//	// cancelled if the lock cannot be kept.
+//	err = c.Do(ctx, "report:daily", func(ctx context.Context) error { … })
+//
+//	// Or by hand:
 //	lock, err := c.Lock(ctx, "report:daily", redlock.WithTTL(30*time.Second))
 //	if err != nil { … }
 //	defer lock.Unlock(context.WithoutCancel(ctx))
-//	… work, checking lock.Validity() or calling lock.Extend …
+//	… work, checking lock.Validity(), calling lock.Extend, or with
+//	WithAutoExtend, watching lock.Lost() …
+//
+// A waiting [Client.Lock] does not only poll: it tries again as soon as the
+// holder releases (an Unlock in the same Client, or a release notice
+// published by the nodes), and waiters of one Client are served in arrival
+// order. [Client.Close] releases what the Client still holds and stops its
+// goroutines and subscriptions; call it at shutdown. [WithObserver] and
+// [WithLogger] report every attempt, extension, loss and release.
 //
 // Errors are matched with [errors.Is] against [ErrNotObtained],
 // [ErrLockExpired], [ErrLockLost], [ErrReleased] and [ErrInvalidArgument];

@@ -870,11 +870,23 @@ func TestQuorumErrorMessage(t *testing.T) {
 // BenchmarkLockUnlock measures the library's own cost per Lock+Unlock cycle
 // over in-memory nodes; round trips to real Redis are benchmarked in
 // integration/.
+//
+// nodes=5/observer adds an observer that does nothing, to show what events
+// cost; without one there is no timing and no event.
 func BenchmarkLockUnlock(b *testing.B) {
-	for _, n := range []int{1, 3, 5} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		n    int
+		opts []Option
+	}{
+		{"nodes=1", 1, nil},
+		{"nodes=3", 3, nil},
+		{"nodes=5", 5, nil},
+		{"nodes=5/observer", 5, []Option{WithObserver(ObserverFunc(func(Event) {}))}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
 			clk := newFakeClock()
-			c := newTestClient(b, newFakeNodes(n, clk), clk)
+			c := newTestClient(b, newFakeNodes(tc.n, clk), clk, tc.opts...)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
