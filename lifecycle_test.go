@@ -308,9 +308,41 @@ func TestClose(t *testing.T) {
 	}
 }
 
+// expectHandoff takes the lock with holder, starts a Lock in waiter whose
+// retry timer is an hour, unlocks, and fails unless the waiter gets the
+// lock: only a hand-off can wake it in time.
+func expectHandoff(t *testing.T, holder, waiter *Client, how string) {
+	t.Helper()
+	l, err := holder.TryLock(t.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error)
+	go func() {
+		l, err := waiter.Lock(t.Context(), "k", WithRetry(ConstantBackoff(time.Hour)))
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	for !waiter.hand.busy(waiter.redisKey("k")) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the waiter was not woken by %s", how)
+	}
+}
+
 // TestHandoffLocal: a waiter of the same Client gets the lock at the
-// holder's Unlock, not at its retry timer (an hour here), even with no
-// release notices from the nodes.
+// holder's Unlock, even with no release notices from the nodes.
 func TestHandoffLocal(t *testing.T) {
 	clk := newRealClock()
 	fakes := newFakeNodes(3, clk)
@@ -318,32 +350,7 @@ func TestHandoffLocal(t *testing.T) {
 		f.noNotices = true
 	}
 	c := newTestClient(t, fakes, clk)
-	holder, err := c.TryLock(t.Context(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error)
-	go func() {
-		l, err := c.Lock(t.Context(), "k", WithRetry(ConstantBackoff(time.Hour)))
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
-	for !c.hand.busy(c.redisKey("k")) {
-		time.Sleep(time.Millisecond)
-	}
-	if err := holder.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter was not woken by the Unlock")
-	}
+	expectHandoff(t, c, c, "the Unlock")
 }
 
 // TestHandoffNotice: a waiter in another Client is woken by the release
@@ -351,31 +358,7 @@ func TestHandoffLocal(t *testing.T) {
 func TestHandoffNotice(t *testing.T) {
 	clk := newRealClock()
 	fakes := newFakeNodes(3, clk)
-	a := newTestClient(t, fakes, clk)
-	b := newTestClient(t, fakes, clk)
-	holder, err := a.TryLock(t.Context(), "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make(chan error)
-	go func() {
-		_, err := b.Lock(t.Context(), "k", WithRetry(ConstantBackoff(time.Hour)))
-		got <- err
-	}()
-	for !b.hand.busy(b.redisKey("k")) {
-		time.Sleep(time.Millisecond)
-	}
-	if err := holder.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the other Client's waiter was not woken by the release notice")
-	}
+	expectHandoff(t, newTestClient(t, fakes, clk), newTestClient(t, fakes, clk), "the release notice")
 }
 
 // TestHandoffOrder: waiters of one Client get the lock in arrival order, and
