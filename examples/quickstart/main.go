@@ -86,6 +86,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	defer locker.Close(context.Background()) // releases what is still held, stops its goroutines
 	fmt.Printf("%d nodes, a majority is %d\n\n", len(addrs), locker.Quorum())
 
 	// 1. Four workers contend; the lock never has two holders.
