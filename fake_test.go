@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,8 +49,9 @@ type fakeEntry struct {
 // fakeNode implements node with the semantics of the Lua scripts in node.go,
 // expiring keys on a fake clock, plus fault injection.
 type fakeNode struct {
-	id  string
-	clk *fakeClock
+	id    string
+	index int
+	clk   *fakeClock
 
 	mu      sync.Mutex
 	keys    map[string]fakeEntry
@@ -57,6 +59,8 @@ type fakeNode struct {
 	gate    chan struct{} // calls wait for it to close, ignoring ctx like go-redis without ContextTimeoutEnabled
 	advance time.Duration // every acquire moves the clock on by this much: a slow node
 	acqGate chan struct{} // acquires (only) wait for it to close
+	amnesia bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
+	fenceMu sync.Mutex    // fenced ops are atomic, as scripts are
 
 	calls       atomic.Int32
 	releaseErrs []error // ctx.Err() seen by each release call
@@ -101,7 +105,7 @@ var _ node = (*fakeNode)(nil)
 func newFakeNodes(n int, clk *fakeClock) []*fakeNode {
 	nodes := make([]*fakeNode, n)
 	for i := range nodes {
-		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), clk: clk, keys: map[string]fakeEntry{}}
+		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), index: i, clk: clk, keys: map[string]fakeEntry{}}
 	}
 	return nodes
 }
@@ -174,12 +178,77 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	switch o.kind {
 	case opAcquire:
 		return n.acquire(o.key, o.token, o.value, o.ttl)
+	case opAcquireFenced:
+		return n.acquireFenced(o.key, o.token, o.value, o.ttl)
+	case opFenceWrite:
+		return n.fenceWrite(o.key, o.fence)
 	case opExtend:
 		return n.extend(o.key, o.token, o.ttl)
 	case opRelease:
 		return n.release(ctx, o.key, o.token, o.ttl)
 	}
 	return n.inspect(o.key)
+}
+
+// acquireFenced is acquireFencedSrc: acquire, and on a grant advance the
+// fence counter to the next value ≡ the node's index (mod 64).
+func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration) result {
+	n.fenceMu.Lock() // one script at a time, like Redis
+	defer n.fenceMu.Unlock()
+	n.mu.Lock()
+	c, ok := n.counter(fenceKey(key))
+	n.mu.Unlock()
+	if !ok {
+		if err := n.enter(); err != nil {
+			return result{err: err}
+		}
+		return result{err: errors.New("FENCE redlock: fence counter is not a whole number")}
+	}
+	f := c + ((int64(n.index)-c-1)%fenceModulus+fenceModulus)%fenceModulus + 1
+	if f >= maxFence {
+		if err := n.enter(); err != nil {
+			return result{err: err}
+		}
+		return result{err: errors.New("FENCE redlock: fence counter would pass 2^53")}
+	}
+	res := n.acquire(key, token, value, ttl)
+	if res.ok() {
+		n.set(fenceKey(key), fmt.Sprint(f), -1)
+		res.fence = f
+	}
+	return res
+}
+
+// fenceWrite is fenceWriteSrc: counter = max(counter, t), acknowledged if it
+// was ≤ t.
+func (n *fakeNode) fenceWrite(key string, t int64) result {
+	n.fenceMu.Lock()
+	defer n.fenceMu.Unlock()
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.clk.Advance(n.advance)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c, ok := n.counter(fenceKey(key))
+	switch {
+	case !ok:
+		return result{err: errors.New("FENCE redlock: fence counter is not a whole number")}
+	case c > t:
+		return result{err: errLargerFence}
+	}
+	n.keys[fenceKey(key)] = fakeEntry{value: fmt.Sprint(t)}
+	return result{status: statusOK}
+}
+
+// counter reads a fence counter (0 when absent); callers hold n.mu.
+func (n *fakeNode) counter(key string) (int64, bool) {
+	e, ok := n.get(key)
+	if !ok {
+		return 0, true
+	}
+	c, err := strconv.ParseInt(e.value, 10, 64)
+	return c, err == nil && c >= 0
 }
 
 func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
@@ -195,6 +264,9 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	n.clk.Advance(n.advance)
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.amnesia {
+		delete(n.keys, key)
+	}
 	e, ok := n.get(key)
 	switch {
 	case !ok:
@@ -269,14 +341,15 @@ func (n *fakeNode) inspect(key string) result {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	fence, _ := n.counter(fenceKey(key))
 	e, ok := n.get(key)
 	switch {
 	case !ok:
-		return result{status: statusAbsent}
+		return result{status: statusAbsent, fence: fence}
 	case e.expires.IsZero():
-		return result{status: statusHeld, pttl: -1, value: e.value}
+		return result{status: statusHeld, pttl: -1, value: e.value, fence: fence}
 	}
-	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now()), value: e.value}
+	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now()), value: e.value, fence: fence}
 }
 
 var errFakeDown = errors.New("fake: connection refused")

@@ -15,6 +15,7 @@ type NodeState struct {
 	Token    string        // the holder's token, when held
 	Metadata string        // the holder's metadata, when held
 	TTL      time.Duration // the key's remaining TTL on this node; −1 if it has none
+	Fence    uint64        // the key's fence counter on this node (WithFencing); 0 if none
 	Err      error         // the node's error; the other fields are then empty
 }
 
@@ -84,7 +85,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	r.finish(&c.bg, nil)
 	s := &KeyState{Key: key, Quorum: c.Quorum(), Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].name(), Err: res.err}
+		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence)}
 		if res.status == statusHeld {
 			st.Held, st.TTL = true, res.pttl
 			st.Token, st.Metadata, _ = strings.Cut(res.value, "\x00")

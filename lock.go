@@ -17,6 +17,7 @@ type Lock struct {
 	token    string
 	meta     string
 	cfg      lockConfig // as acquired
+	fence    int64      // fencing token, with WithFencing
 	acquired time.Time  // when the winning attempt started
 
 	op  sync.Mutex // serialises Extend and Unlock
@@ -103,6 +104,10 @@ func (l *Lock) Key() string { return l.key }
 // Token returns the lock's token: 130 random bits from crypto/rand (or the
 // token given with [WithToken]). Pass it to WithToken to re-enter.
 func (l *Lock) Token() string { return l.token }
+
+// Fence returns the lock's fencing token (see [WithFencing]), or 0 when the
+// lock was acquired without fencing.
+func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 
 // Metadata returns the holder metadata stored with the lock.
 func (l *Lock) Metadata() string { return l.meta }

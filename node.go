@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -79,9 +80,57 @@ end
 return 1
 `
 
-// inspectSrc reads the key's value and PTTL in one atomic step.
-// Reply: {value or nil, PTTL}.
-const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`
+// acquireFencedSrc is acquireSrc that also hands out a fencing token: on a
+// grant it advances the key's fence counter (KEYS[2], no TTL) to the next
+// value that is ≡ residue (mod modulus), so that values from different nodes
+// never coincide. The counter is checked before anything is written (a script
+// that fails half-way keeps its writes).
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5] modulus.
+// Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
+// when the counter is not a number or would reach 2^53.
+const acquireFencedSrc = `
+local v = redis.call('GET', KEYS[1])
+local code = 1
+if v then
+	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
+		code = 2
+	else
+		local nul = string.find(v, '\0', 1, true)
+		if nul then v = string.sub(v, 1, nul - 1) end
+		return {-1 - redis.call('PTTL', KEYS[1]), v}
+	end
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if not c or c < 0 or c ~= math.floor(c) then
+	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' is not a whole number')
+end
+local m = tonumber(ARGV[5])
+local f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
+if f >= 9007199254740992 then
+	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' would pass 2^53')
+end
+redis.call('SET', KEYS[2], string.format('%.0f', f))
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return {code, f}
+`
+
+// fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
+// acknowledges only if the counter was ≤ t: a larger value means a later
+// holder has already been handed a larger token.
+// KEYS[1] fence key, ARGV[1] t. Reply: 1 acknowledged; 0 a larger fence exists.
+const fenceWriteSrc = `
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if not c then
+	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[1] .. ' is not a whole number')
+end
+if c > tonumber(ARGV[1]) then return 0 end
+if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+`
+
+// inspectSrc reads the key's value and PTTL, and its fence counter, in one
+// atomic step. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil}.
+const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}`
 
 // opKind names an operation; it indexes scripts.
 type opKind int
@@ -91,7 +140,17 @@ const (
 	opExtend
 	opRelease
 	opInspect
+	opAcquireFenced
+	opFenceWrite
 )
+
+// fenceModulus: node i's fence counter only takes values ≡ i (mod 64), so at
+// most 64 nodes. Every client must list the nodes in the same order.
+const fenceModulus = 64
+
+// maxFence: fencing tokens stay below 2^53, exact in every JSON number and
+// in Lua, whose numbers are doubles.
+const maxFence = 1 << 53
 
 // script is a Lua script with its SHA1, boxed once so that building a call's
 // arguments does not allocate for them.
@@ -99,9 +158,10 @@ type script struct {
 	src, sha any
 }
 
-var scripts = func() [4]script {
-	var s [4]script
-	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc} {
+var scripts = func() [6]script {
+	var s [6]script
+	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
+		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc} {
 		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	return s
@@ -114,7 +174,8 @@ type op struct {
 	kind              opKind
 	key, token, value string
 	ttl               time.Duration // TTL, or cooldown for release
-	argv              [7]any        // EVALSHA sha 1 key args…
+	fence             int64         // opFenceWrite: the token to write back
+	argv              [10]any       // EVALSHA sha numkeys keys… args…
 	argc              int
 }
 
@@ -128,9 +189,34 @@ func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
 	case opExtend, opRelease:
 		o.argv[4], o.argv[5], o.argc = token, ms, 6
 	case opInspect:
-		o.argc = 4
+		o.argv[2], o.argv[4], o.argc = 2, fenceKey(key), 5
+	case opAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
+		o.argv[2], o.argv[4] = 2, fenceKey(key)
+		o.argv[5], o.argv[6], o.argv[7], o.argv[8], o.argv[9], o.argc = token, value, ms, 0, fenceModulus, 10
 	}
 	return o
+}
+
+// newFenceWrite prepares the write-back of fencing token t for key.
+func newFenceWrite(key string, t int64) *op {
+	o := &op{kind: opFenceWrite, key: key, fence: t}
+	o.argv[0], o.argv[1], o.argv[2], o.argv[3], o.argv[4], o.argc = "evalsha", scripts[opFenceWrite].sha, 1, fenceKey(key), t, 5
+	return o
+}
+
+// fenceKey is the key of the lock key's fence counter, in the same Cluster
+// slot.
+func fenceKey(key string) string { return key + ":fence" }
+
+// nodeArgs returns the op's arguments for node i: shared, but for a fenced
+// acquire, whose residue is the node's own.
+func (o *op) nodeArgs(i int) []any {
+	if o.kind != opAcquireFenced {
+		return o.argv[:o.argc]
+	}
+	argv := o.argv
+	argv[8] = i
+	return argv[:o.argc]
 }
 
 // noRetry marks a command go-redis must not re-send by itself. A re-sent
@@ -157,6 +243,7 @@ type result struct {
 	status status
 	pttl   time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
 	value  string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
+	fence  int64         // a fenced acquire's grant: the node's new fence counter
 	err    error         // statusFailed only
 }
 
@@ -180,6 +267,7 @@ type node interface {
 type redisNode struct {
 	client redis.UniversalClient
 	addr   string
+	index  int // position in the Client's list: the node's fence residue
 }
 
 var _ node = (*redisNode)(nil)
@@ -223,10 +311,11 @@ func (n *redisNode) watch(pattern string, deliver func(channel, payload string))
 // do runs the op's script with EVALSHA, and with EVAL (which also caches
 // it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.
 func (n *redisNode) do(ctx context.Context, o *op) result {
-	cmd := redis.NewCmd(ctx, o.argv[:o.argc]...)
+	args := o.nodeArgs(n.index)
+	cmd := redis.NewCmd(ctx, args...)
 	_ = n.client.Process(ctx, noRetry{cmd})
 	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		argv := slices.Clone(o.argv[:o.argc])
+		argv := slices.Clone(args)
 		argv[0], argv[1] = "eval", scripts[o.kind].src
 		cmd = redis.NewCmd(ctx, argv...)
 		_ = n.client.Process(ctx, noRetry{cmd})
@@ -234,14 +323,31 @@ func (n *redisNode) do(ctx context.Context, o *op) result {
 	switch o.kind {
 	case opInspect:
 		return inspectReply(cmd.Slice())
-	case opAcquire:
+	case opAcquire, opAcquireFenced:
 		return acquireReply(cmd.Result())
 	}
 	r, err := cmd.Int64()
 	if err != nil {
 		return result{err: err}
 	}
+	if o.kind == opFenceWrite {
+		return fenceWriteReply(r)
+	}
 	return ownerReply(r)
+}
+
+// errLargerFence: a fence write-back found a larger token: a later holder
+// has been handed one.
+var errLargerFence = errors.New("redlock: a larger fencing token exists")
+
+func fenceWriteReply(r int64) result {
+	switch r {
+	case 1:
+		return result{status: statusOK}
+	case 0:
+		return result{err: errLargerFence}
+	}
+	return result{err: fmt.Errorf("unexpected fence write-back reply %d", r)}
 }
 
 func acquireReply(reply any, err error) result {
@@ -257,15 +363,28 @@ func acquireReply(reply any, err error) result {
 			return result{status: statusRefreshed}
 		}
 	case []any:
-		if len(r) == 2 {
-			code, ok1 := r[0].(int64)
-			holder, ok2 := r[1].(string)
+		if len(r) != 2 {
+			break
+		}
+		code, ok := r[0].(int64)
+		if !ok {
+			break
+		}
+		switch second := r[1].(type) {
+		case int64: // fenced grant: {1 or 2, fence}
 			switch {
-			case !ok1 || !ok2 || code > 0:
+			case second <= 0 || second >= maxFence:
+			case code == 1:
+				return result{status: statusOK, fence: second}
+			case code == 2:
+				return result{status: statusRefreshed, fence: second}
+			}
+		case string: // refusal: {−(PTTL+1), holder}
+			switch {
 			case code == 0:
-				return result{status: statusHeld, pttl: -1, value: holder}
-			default:
-				return result{status: statusHeld, pttl: time.Duration(-code-1) * time.Millisecond, value: holder}
+				return result{status: statusHeld, pttl: -1, value: second}
+			case code < 0:
+				return result{status: statusHeld, pttl: time.Duration(-code-1) * time.Millisecond, value: second}
 			}
 		}
 	}
@@ -289,21 +408,29 @@ func inspectReply(reply []any, err error) result {
 	if err != nil {
 		return result{err: err}
 	}
-	if len(reply) != 2 {
+	if len(reply) < 2 || len(reply) > 3 { // a nil counter may end the array
 		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	pttl, ok := reply[1].(int64)
 	if !ok {
 		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
+	var fence int64
+	if len(reply) == 3 {
+		if s, ok := reply[2].(string); ok {
+			if fence, err = strconv.ParseInt(s, 10, 64); err != nil {
+				return result{err: fmt.Errorf("fence counter %q is not a number", s)}
+			}
+		}
+	}
 	value, held := reply[0].(string)
 	switch {
 	case !held:
-		return result{status: statusAbsent}
+		return result{status: statusAbsent, fence: fence}
 	case pttl < 0:
-		return result{status: statusHeld, pttl: -1, value: value}
+		return result{status: statusHeld, pttl: -1, value: value, fence: fence}
 	}
-	return result{status: statusHeld, pttl: time.Duration(pttl) * time.Millisecond, value: value}
+	return result{status: statusHeld, pttl: time.Duration(pttl) * time.Millisecond, value: value, fence: fence}
 }
 
 // encodeValue is the key's value for a holder: the token, then NUL and the

@@ -237,6 +237,7 @@ type lockConfig struct {
 	autoExtend bool
 	every      time.Duration // auto-extension interval; 0: ttl / DefaultExtendDivisor
 	maxHold    time.Duration
+	fencing    bool
 	onLost     func(error) // Do: cancels fn's context
 	err        error
 }
@@ -365,6 +366,22 @@ func WithMaxHold(d time.Duration) SharedOption {
 	})
 }
 
+// WithFencing hands out a fencing token with each acquisition
+// ([Lock.Fence]): a number that grows with every holder, so that a resource
+// can refuse writes from a holder whose lock has passed to another (a holder
+// paused past its validity, say). Each node keeps a counter per key (no
+// TTL); the token is the largest a majority handed out, written back to a
+// majority before the lock is returned. That costs one more round trip, and
+// it is counted against the validity. A holder whose acquisition returned
+// before another's began has the smaller token; tokens stay below 2^53 and
+// are never shared, even by holders that overlap because timing assumptions
+// failed. All clients of a key must list the nodes in the same order (a
+// node's position is part of its tokens), and the counters must be
+// persisted (see docs/fencing.md). The default is no fencing.
+func WithFencing() SharedOption {
+	return sharedOption(func(c *lockConfig) { c.fencing = true })
+}
+
 // WithDriftFactor sets the fraction of the TTL set aside for clock-rate
 // differences between this process and the nodes; 2 ms are always added.
 // It must be in [0, 1). The default is [DefaultDriftFactor] (0.01).
@@ -467,7 +484,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 			seen[k] = i
 		}
-		nodes[i] = &redisNode{client: cl, addr: name}
+		nodes[i] = &redisNode{client: cl, addr: name, index: i}
 	}
 	return newClient(nodes, opts)
 }
@@ -499,6 +516,8 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		return nil, invalid("%d clients: Redlock needs at least 3 to tolerate a failure (WithAnyNodeCount allows fewer)", n)
 	case !cfg.anyCount && n%2 == 0:
 		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
+	case n > fenceModulus:
+		return nil, invalid("%d clients: at most %d", n, fenceModulus)
 	}
 	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
 	c.hand.init(c)
@@ -695,14 +714,30 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 	if token == "" {
 		token = rand.Text()
 	}
-	ttl := lc.ttl
-	o := newOp(opAcquire, rkey, token, encodeValue(token, lc.meta), ttl)
+	ttl, kind := lc.ttl, opAcquire
+	if lc.fencing {
+		kind = opAcquireFenced
+	}
+	o := newOp(kind, rkey, token, encodeValue(token, lc.meta), ttl)
 	start := c.cfg.clock.Now()
 	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided, c.observing())
+	won, fence, wr := r.tally.won(), int64(0), (*round)(nil)
+	if won && lc.fencing {
+		// The token is the largest a majority handed out; written back to
+		// a majority, any later majority starts above it.
+		for _, res := range r.results {
+			if res.ok() {
+				fence = max(fence, res.fence)
+			}
+		}
+		wr = fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), newFenceWrite(rkey, fence), tally.decided, false)
+		wr.finish(&c.bg, nil)
+		won = wr.tally.won()
+	}
 	end := c.cfg.clock.Now()
-	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
+	if v := validity(ttl, c.cfg.drift, start, end); won && v > 0 {
 		l := &Lock{
-			c: c, key: key, rkey: rkey, token: token, meta: lc.meta, cfg: *lc,
+			c: c, key: key, rkey: rkey, token: token, meta: lc.meta, cfg: *lc, fence: fence,
 			acquired: start, ttl: ttl, until: start.Add(ttl - drift(ttl, c.cfg.drift)),
 			nodes: make([]nodeState, len(c.nodes)),
 		}
@@ -741,7 +776,11 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 	}
 	c.releaseOn(ctx, mine, rkey, token, ttl, 0)
 	qerr := c.quorumError("lock", key, c.nodes, r, 0, ErrNotObtained, ctx)
-	if r.tally.won() {
+	switch {
+	case wr != nil && !wr.tally.won():
+		qerr = c.quorumError("lock", key, c.nodes, wr, 0, ErrNotObtained, ctx)
+		qerr.detail = fmt.Sprintf("fencing token %d not written back to a majority", fence)
+	case won:
 		qerr.detail = "majority reached after the validity ran out"
 	}
 	qerr.retryAfter = c.retryAfter(r, end.Sub(start))
