@@ -165,6 +165,24 @@ func ExampleWithLogger() {
 	defer c.Close(context.Background())
 }
 
+// With fencing, each holder gets a token that grows with every holder; a
+// store that refuses tokens below the last it accepted stops a holder that
+// was paused past its lock (see docs/fencing.md).
+func ExampleWithFencing() {
+	c, err := redlock.New(nodes(), redlock.WithFencing())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	lock, err := c.Lock(context.Background(), "report:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.Background())
+	// UPDATE reports SET body = $1, fence = $2 WHERE id = 42 AND fence < $2
+	fmt.Println("writing with fencing token", lock.Fence())
+}
+
 // Close releases what the Client still holds at shutdown.
 func ExampleClient_Close() {
 	c, err := redlock.New(nodes())

@@ -20,9 +20,10 @@
 //   - this process does not pause for longer than the validity it has left
 //     while it relies on the lock (a GC or VM pause can exceed it).
 //
-// Redlock gives no fencing token, so a holder that was paused past its
-// validity cannot be detected by the resource it writes to. Use [Lock.Validity]
-// before acting, keep critical sections well inside the TTL, and read
+// Redlock alone gives no fencing token, so a holder that was paused past its
+// validity cannot be detected by the resource it writes to. [WithFencing]
+// adds one ([Lock.Fence]); see docs/fencing.md. Use [Lock.Validity] before
+// acting, keep critical sections well inside the TTL, and read
 // docs/design.md for the reasoning and its limits.
 //
 // A failed or cancelled attempt releases the lock on every node that granted
