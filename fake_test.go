@@ -60,6 +60,7 @@ type fakeNode struct {
 	advance time.Duration // every acquire moves the clock on by this much: a slow node
 	acqGate chan struct{} // acquires (only) wait for it to close
 	amnesia bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
+	runID   string        // as INFO server reports it
 	fenceMu sync.Mutex    // fenced ops are atomic, as scripts are
 
 	calls       atomic.Int32
@@ -105,7 +106,7 @@ var _ node = (*fakeNode)(nil)
 func newFakeNodes(n int, clk *fakeClock) []*fakeNode {
 	nodes := make([]*fakeNode, n)
 	for i := range nodes {
-		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), index: i, clk: clk, keys: map[string]fakeEntry{}}
+		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), index: i, clk: clk, keys: map[string]fakeEntry{}, runID: fmt.Sprintf("fake%d-run0", i)}
 	}
 	return nodes
 }
@@ -177,9 +178,9 @@ func (n *fakeNode) value(key string) (string, bool) {
 func (n *fakeNode) do(ctx context.Context, o *op) result {
 	switch o.kind {
 	case opAcquire:
-		return n.acquire(o.key, o.token, o.value, o.ttl)
+		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl))
 	case opAcquireFenced:
-		return n.acquireFenced(o.key, o.token, o.value, o.ttl)
+		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl))
 	case opFenceWrite:
 		return n.fenceWrite(o.key, o.fence)
 	case opExtend:
@@ -188,6 +189,27 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 		return n.release(ctx, o.key, o.token, o.ttl)
 	}
 	return n.inspect(o.key)
+}
+
+// reportRunID does what runIDCheck does: it adds the node's run_id to an
+// acquire reply when the client does not list it.
+func (n *fakeNode) reportRunID(o *op, res result) result {
+	n.mu.Lock()
+	id := n.runID
+	n.mu.Unlock()
+	if known, _ := o.argv[o.argc-1].(string); known != "" && !strings.Contains(known, ","+id+",") {
+		res.runID = id
+	}
+	return res
+}
+
+// restart makes the node a new process that kept nothing: a new run_id and
+// no keys, as a restart without persistence.
+func (n *fakeNode) restart() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.runID = fmt.Sprintf("%s-run%d", n.id, n.calls.Load())
+	n.keys = map[string]fakeEntry{}
 }
 
 // acquireFenced is acquireFencedSrc: acquire, and on a grant advance the

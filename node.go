@@ -29,26 +29,42 @@ import (
 // The scripts. Each takes the lock key as KEYS[1].
 
 // acquireSrc takes the lock or re-enters it.
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] known run_ids
+// (see runIDCheck).
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
 // refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
 // holder's token lets a waiter tell a holder with a majority from a split
 // vote; it never leaves the library.
 const acquireSrc = `
+local function reply(r)` + runIDCheck + `
 local v = redis.call('GET', KEYS[1])
 if not v then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return 1
+	return reply(1)
 end
 if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return 2
+	return reply(2)
 end
 local nul = string.find(v, '\0', 1, true)
 if nul then v = string.sub(v, 1, nul - 1) end
-return {-1 - redis.call('PTTL', KEYS[1]), v}
+return reply({-1 - redis.call('PTTL', KEYS[1]), v})
 `
+
+// runIDCheck ends the reply function of the acquire scripts, for the
+// restart guard. The last ARGV lists the run_ids the client knows; empty,
+// the guard is off. If the node's run_id is among them the reply is
+// unchanged, so the common case costs an INFO server call but no larger
+// reply; if not (first contact, or the node restarted), the reply is
+// wrapped: {'runid', run_id, reply}.
+const runIDCheck = `
+	local known = ARGV[#ARGV]
+	if known == '' then return r end
+	local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+	if id and string.find(known, id, 1, true) then return r end
+	return {'runid', id or '', r}
+end`
 
 // extendSrc resets the TTL of a key we hold; it never re-creates one.
 // ARGV[1] token, ARGV[2] ttl in ms.
@@ -85,10 +101,12 @@ return 1
 // value that is ≡ residue (mod modulus), so that values from different nodes
 // never coincide. The counter is checked before anything is written (a script
 // that fails half-way keeps its writes).
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5] modulus.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
+// modulus, ARGV[6] known run_ids (see runIDCheck).
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
 const acquireFencedSrc = `
+local function reply(r)` + runIDCheck + `
 local v = redis.call('GET', KEYS[1])
 local code = 1
 if v then
@@ -97,7 +115,7 @@ if v then
 	else
 		local nul = string.find(v, '\0', 1, true)
 		if nul then v = string.sub(v, 1, nul - 1) end
-		return {-1 - redis.call('PTTL', KEYS[1]), v}
+		return reply({-1 - redis.call('PTTL', KEYS[1]), v})
 	end
 end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -111,7 +129,7 @@ if f >= 9007199254740992 then
 end
 redis.call('SET', KEYS[2], string.format('%.0f', f))
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return {code, f}
+return reply({code, f})
 `
 
 // fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
@@ -175,24 +193,36 @@ type op struct {
 	key, token, value string
 	ttl               time.Duration // TTL, or cooldown for release
 	fence             int64         // opFenceWrite: the token to write back
-	argv              [10]any       // EVALSHA sha numkeys keys… args…
+	argv              [11]any       // EVALSHA sha numkeys keys… args…
 	argc              int
+	guard             *restartGuard // acquire ops: checks the nodes' run_ids
 }
 
+// newOp prepares an op. For acquire ops, runIDs is the boxed list of known
+// run_ids (the empty string with the restart guard off).
 func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
 	o := &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
 	o.argv[0], o.argv[1], o.argv[2], o.argv[3] = "evalsha", scripts[kind].sha, 1, key
 	ms := ttl.Milliseconds()
 	switch kind {
 	case opAcquire:
-		o.argv[4], o.argv[5], o.argv[6], o.argc = token, value, ms, 7
+		o.argv[4], o.argv[5], o.argv[6], o.argv[7], o.argc = token, value, ms, "", 8
 	case opExtend, opRelease:
 		o.argv[4], o.argv[5], o.argc = token, ms, 6
 	case opInspect:
 		o.argv[2], o.argv[4], o.argc = 2, fenceKey(key), 5
 	case opAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
 		o.argv[2], o.argv[4] = 2, fenceKey(key)
-		o.argv[5], o.argv[6], o.argv[7], o.argv[8], o.argv[9], o.argc = token, value, ms, 0, fenceModulus, 10
+		o.argv[5], o.argv[6], o.argv[7], o.argv[8], o.argv[9], o.argv[10], o.argc = token, value, ms, 0, fenceModulus, "", 11
+	}
+	return o
+}
+
+// withGuard makes an acquire op report run_ids to g.
+func (o *op) withGuard(g *restartGuard) *op {
+	if g != nil {
+		o.guard = g
+		o.argv[o.argc-1] = g.known()
 	}
 	return o
 }
@@ -244,10 +274,14 @@ type result struct {
 	pttl   time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
 	value  string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
 	fence  int64         // a fenced acquire's grant: the node's new fence counter
-	err    error         // statusFailed only
+	runID  string        // acquire: the node's run_id, when it was not among those known
+	// guarded: a grant from a node that restarted within the restart guard's
+	// period; it does not count towards a majority, but its key is ours.
+	guarded bool
+	err     error // statusFailed only
 }
 
-func (r result) ok() bool { return r.status == statusOK || r.status == statusRefreshed }
+func (r result) ok() bool { return !r.guarded && (r.status == statusOK || r.status == statusRefreshed) }
 
 // releaseSuffix ends the channel on which a key's releases are published.
 const releaseSuffix = ":released"
@@ -353,6 +387,12 @@ func fenceWriteReply(r int64) result {
 func acquireReply(reply any, err error) result {
 	if err != nil {
 		return result{err: err}
+	}
+	if r, ok := reply.([]any); ok && len(r) == 3 && r[0] == "runid" { // see runIDCheck
+		id, _ := r[1].(string)
+		res := acquireReply(r[2], nil)
+		res.runID = id
+		return res
 	}
 	switch r := reply.(type) {
 	case int64:

@@ -75,7 +75,13 @@ func fanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, 
 		r.latency = make([]time.Duration, n)
 	}
 	for i := range n {
-		go func() { r.replies <- reply{i, nodes[i].do(rctx, o)} }()
+		go func() {
+			res := nodes[i].do(rctx, o)
+			if o.guard != nil { // acquire ops go to every node: i is the node's index
+				o.guard.check(i, &res)
+			}
+			r.replies <- reply{i, res}
+		}()
 	}
 	for r.pending > 0 && (stop == nil || !stop(r.tally)) {
 		select {

@@ -227,6 +227,8 @@ type config struct {
 	anyCount    bool
 	clock       clock
 	observers   []Observer
+	guard       time.Duration // restart guard period; 0 off
+	guardSet    bool
 }
 
 // lockConfig is one lock's settings.
@@ -383,6 +385,29 @@ func WithFencing() SharedOption {
 	return sharedOption(func(c *lockConfig) { c.fencing = true })
 }
 
+// WithRestartGuard enforces the Redlock spec's "delayed restart" rule in the
+// client: when a node this Client knows comes back as a new process (its
+// run_id changed: a restart, or a failover to another server), its grants do
+// not count towards a majority for period. A node that restarted without
+// persistence has forgotten the locks it granted; until they would have
+// expired it could grant them again to someone else. Set period to the
+// longest TTL any client uses. 0 turns the guard off, for nodes that lose
+// nothing on restart (appendonly with appendfsync always). The default is
+// on, with the Client's default TTL as the period.
+//
+// The guard costs each acquire an INFO call on the node, and a restart that
+// happens before this Client first hears from the node goes unnoticed. A
+// Redis Cluster node is not guarded (its shards have run_ids of their own).
+func WithRestartGuard(period time.Duration) Option {
+	return clientOption(func(c *config) {
+		if period < 0 || period > MaxTTL {
+			c.lock.fail(invalid("restart guard period %v outside [0, %v]", period, MaxTTL))
+			return
+		}
+		c.guard, c.guardSet = period, true
+	})
+}
+
 // WithDriftFactor sets the fraction of the TTL set aside for clock-rate
 // differences between this process and the nodes; 2 ms are always added.
 // It must be in [0, 1). The default is [DefaultDriftFactor] (0.01).
@@ -455,6 +480,7 @@ type Client struct {
 	cfg   config
 	bg    sync.WaitGroup // goroutines waiting for late replies
 	hand  handoff        // waiters and release notices
+	guard *restartGuard  // nil when off
 
 	mu     sync.Mutex
 	held   map[*Lock]struct{} // locks not yet released, for Close
@@ -520,8 +546,20 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	case n > fenceModulus:
 		return nil, invalid("%d clients: at most %d", n, fenceModulus)
 	}
+	if !cfg.guardSet {
+		cfg.guard = cfg.lock.ttl
+	}
 	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
 	c.hand.init(c)
+	if cfg.guard > 0 {
+		multi := make([]bool, len(nodes))
+		for i, n := range nodes {
+			if rn, ok := n.(*redisNode); ok {
+				_, multi[i] = rn.client.(*redis.ClusterClient)
+			}
+		}
+		c.guard = newRestartGuard(cfg.guard, cfg.clock, multi)
+	}
 	return c, nil
 }
 
@@ -719,7 +757,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 	if lc.fencing {
 		kind = opAcquireFenced
 	}
-	o := newOp(kind, rkey, token, encodeValue(token, lc.meta), ttl)
+	o := newOp(kind, rkey, token, encodeValue(token, lc.meta), ttl).withGuard(c.guard)
 	start := c.cfg.clock.Now()
 	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided, c.observing())
 	won, fence, wr := r.tally.won(), int64(0), (*round)(nil)
@@ -878,12 +916,14 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 	lost, expired := false, false
 	for i, res := range r.results {
 		var err error
-		switch res.status {
-		case statusOK, statusRefreshed:
+		switch {
+		case res.guarded:
+			err = errRestarted
+		case res.status == statusOK, res.status == statusRefreshed:
 			continue
-		case statusHeld:
+		case res.status == statusHeld:
 			lost, err = true, ErrLockLost
-		case statusAbsent:
+		case res.status == statusAbsent:
 			expired, err = true, ErrLockExpired
 		default:
 			err = res.err

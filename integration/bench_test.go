@@ -35,10 +35,20 @@ func (l latencies) report(b *testing.B, name string) {
 }
 
 func BenchmarkLockUnlock(b *testing.B) {
-	for _, n := range []int{1, 3, 5} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			nodes := StartNodes(b, n)
-			c := newClient(b, Clients(b, nodes, nil), redlock.WithAnyNodeCount())
+	for _, tc := range []struct {
+		name string
+		n    int
+		opts []redlock.Option
+	}{
+		{"nodes=1", 1, nil},
+		{"nodes=3", 3, nil},
+		{"nodes=5", 5, nil},
+		{"nodes=5/guard=off", 5, []redlock.Option{redlock.WithRestartGuard(0)}},
+		{"nodes=5/fencing", 5, []redlock.Option{redlock.WithFencing()}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			nodes := StartNodes(b, tc.n)
+			c := newClient(b, Clients(b, nodes, nil), append(tc.opts, redlock.WithAnyNodeCount())...)
 			cycle := make(latencies, 0, 1<<16)
 			keys := benchKeys(b.N)
 			b.ReportAllocs()

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,6 +49,8 @@ type Node struct {
 	Addr string
 
 	// process backend
+	bin    string
+	extra  []string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	out    *lockedBuffer
@@ -179,7 +182,7 @@ func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 		if p == 0 {
 			p = freePort(t)
 		}
-		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}}
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}, bin: bin, extra: extra}
 		n.cmd = exec.Command(bin, append([]string{
 			"--port", fmt.Sprint(p), "--bind", "127.0.0.1", "--protected-mode", "no",
 			"--save", "", "--appendonly", "no", "--dir", dir,
@@ -275,6 +278,23 @@ func (n *Node) Kill(t testing.TB) {
 	t.Helper()
 	needsOwnServers(t, n)
 	n.stop()
+}
+
+// Restart kills the server and starts a new one on the same port at once,
+// without persistence: the node forgets every key, as a crashed Redis
+// without an AOF does, and gets a new run_id.
+func (n *Node) Restart(t testing.TB) {
+	t.Helper()
+	if n.cmd == nil {
+		t.Skip("restarting needs redis-server processes started by the harness")
+	}
+	n.stop()
+	_, port, _ := net.SplitHostPort(n.Addr)
+	p, _ := strconv.Atoi(port)
+	fresh := startProcess(t, n.bin, p, n.extra...)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cmd, n.exited, n.out, n.dead, n.paused = fresh.cmd, fresh.exited, fresh.out, false, false
 }
 
 // Pause freezes the server (SIGSTOP, or docker pause): it accepts TCP

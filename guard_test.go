@@ -1,0 +1,96 @@
+package redlock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// restartScenario: a holds k on nodes {0, 1} (node 2 was down); node 0
+// restarts without persistence, forgetting a's key; b, which knew every
+// node before, then tries k. It returns b's lock or error, and whether a's
+// lock is still valid.
+func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (*Lock, error, *Lock, []*fakeNode, *Client) {
+	t.Helper()
+	fakes := newFakeNodes(3, clk)
+	a := newTestClient(t, fakes, clk, opts...)
+	b := newTestClient(t, fakes, clk, opts...)
+	warm, err := b.TryLock(t.Context(), "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = warm.Unlock(t.Context())
+	b.bg.Wait()
+	fakes[2].setErr(errFakeDown)
+	held, err := a.TryLock(t.Context(), "k", WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.bg.Wait()
+	fakes[2].setErr(nil)
+	fakes[0].restart()
+	l, err := b.TryLock(t.Context(), "k", WithTTL(time.Minute))
+	return l, err, held, fakes, b
+}
+
+func TestRestartGuard(t *testing.T) {
+	clk := newFakeClock()
+	l, err, held, fakes, b := restartScenario(t, clk, WithRestartGuard(time.Minute))
+	if err == nil {
+		t.Fatalf("b got the lock (fence %d) while a holds it with %v left: the restarted node's grant counted", l.Fence(), held.Validity())
+	}
+	if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), "restarted recently") || !strings.Contains(err.Error(), "fake0") {
+		t.Fatalf("got %v, want ErrNotObtained naming fake0's restart", err)
+	}
+	// After the period, the restarted node counts again.
+	// a's Unlock finds its key gone from node 0 (forgotten) and never on
+	// node 2: the lock had in truth expired.
+	b.bg.Wait() // b's failed attempt has released what it got
+	if err := held.Unlock(t.Context()); !errors.Is(err, ErrLockExpired) {
+		t.Fatalf("a's Unlock: got %v, want ErrLockExpired", err)
+	}
+	clk.Advance(time.Minute)
+	for _, f := range fakes {
+		f.mu.Lock()
+		delete(f.keys, "redlock:{k}")
+		f.mu.Unlock()
+	}
+	fakes[1].setErr(errFakeDown) // only {0, 2}: node 0 must count
+	c := newTestClient(t, fakes, clk, WithRestartGuard(time.Minute))
+	if _, err := c.TryLock(t.Context(), "k"); err != nil {
+		t.Fatalf("a new Client, which never knew node 0 before: %v", err)
+	}
+}
+
+// TestRestartGuardOffIsUnsafe is the canary: the same scenario without the
+// guard gives two holders, so the test above proves something.
+func TestRestartGuardOffIsUnsafe(t *testing.T) {
+	clk := newFakeClock()
+	l, err, held, _, _ := restartScenario(t, clk, WithRestartGuard(0))
+	if err != nil {
+		t.Fatalf("without the guard b should have got the lock (the unsafe case this test shows): %v", err)
+	}
+	if held.Validity() <= 0 || l.Validity() <= 0 {
+		t.Fatal("the scenario did not make two valid holders")
+	}
+}
+
+func TestRestartGuardOption(t *testing.T) {
+	clk := newFakeClock()
+	fakes := newFakeNodes(3, clk)
+	nodes := []node{fakes[0], fakes[1], fakes[2]}
+	for _, d := range []time.Duration{-1, MaxTTL + 1} {
+		if _, err := newClient(nodes, []Option{WithRestartGuard(d)}); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("WithRestartGuard(%v): got %v, want ErrInvalidArgument", d, err)
+		}
+	}
+	c, err := newClient(nodes, []Option{WithTTL(7 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(t.Context())
+	if c.guard == nil || c.guard.period != 7*time.Second {
+		t.Fatalf("default guard: %+v, want on with the default TTL as its period", c.guard)
+	}
+}
