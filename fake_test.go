@@ -186,7 +186,7 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	case opExtend:
 		return n.extend(o.key, o.token, o.ttl)
 	case opRelease:
-		return n.release(ctx, o.key, o.token, o.ttl)
+		return n.release(ctx, o.key, o.token, o.ttl, o.argv[6] == 1)
 	}
 	return n.inspect(o.key)
 }
@@ -333,7 +333,7 @@ func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
 	return res
 }
 
-func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time.Duration) result {
+func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time.Duration, publish bool) result {
 	n.mu.Lock()
 	n.releaseErrs = append(n.releaseErrs, ctx.Err())
 	n.mu.Unlock()
@@ -351,7 +351,7 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 		n.keys[key] = e
 	}
 	n.mu.Unlock()
-	if mine && cooldown == 0 && !n.noNotices {
+	if mine && cooldown == 0 && publish && !n.noNotices {
 		n.publish(key, token)
 	}
 	return res

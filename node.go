@@ -81,7 +81,9 @@ return 1
 // release channel (KEYS[1]..":released") for waiters; or, with a cooldown,
 // leaves the key in place to expire cooldown ms from now, keeping other
 // tokens out until then.
-// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now).
+// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] 1 to
+// publish (an Unlock), 0 not (taking back a failed attempt's grants, which
+// released no lock anyone held).
 // Reply: 1 released; 0 key absent (expired); −1 another token holds it.
 const releaseSrc = `
 local v = redis.call('GET', KEYS[1])
@@ -89,7 +91,7 @@ if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 if ARGV[2] == '0' then
 	redis.call('DEL', KEYS[1])
-	redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
+	if ARGV[3] == '1' then redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1]) end
 else
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -207,14 +209,22 @@ func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
 	switch kind {
 	case opAcquire:
 		o.argv[4], o.argv[5], o.argv[6], o.argv[7], o.argc = token, value, ms, "", 8
-	case opExtend, opRelease:
+	case opExtend:
 		o.argv[4], o.argv[5], o.argc = token, ms, 6
+	case opRelease: // publishes; see quiet
+		o.argv[4], o.argv[5], o.argv[6], o.argc = token, ms, 1, 7
 	case opInspect:
 		o.argv[2], o.argv[4], o.argc = 2, fenceKey(key), 5
 	case opAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
 		o.argv[2], o.argv[4] = 2, fenceKey(key)
 		o.argv[5], o.argv[6], o.argv[7], o.argv[8], o.argv[9], o.argv[10], o.argc = token, value, ms, 0, fenceModulus, "", 11
 	}
+	return o
+}
+
+// quiet makes a release op publish no notice.
+func (o *op) quiet() *op {
+	o.argv[6] = 0
 	return o
 }
 

@@ -847,10 +847,11 @@ func (c *Client) retryAfter(r *round, round time.Duration) time.Duration {
 	var holders []holder
 	answered := 0
 	for _, res := range r.results {
-		switch res.status {
-		case statusOK, statusRefreshed, statusAbsent:
+		switch {
+		case res.guarded: // a restarted node's grant: as good as no answer
+		case res.status == statusOK, res.status == statusRefreshed, res.status == statusAbsent:
 			answered++
-		case statusHeld:
+		case res.status == statusHeld:
 			answered++
 			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.value })
 			if i < 0 {
@@ -898,12 +899,14 @@ func (c *Client) untrack(l *Lock) {
 }
 
 // releaseOn releases the key on the given nodes, with a context detached from
-// the caller's cancellation and bounded by the node timeout.
+// the caller's cancellation and bounded by the node timeout, and without a
+// release notice: it takes back grants that made no lock (a failed
+// attempt's) or that an Unlock has already announced (late grants).
 func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string, ttl, cooldown time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
-	o := newOp(opRelease, rkey, token, "", cooldown)
+	o := newOp(opRelease, rkey, token, "", cooldown).quiet()
 	fanOut(context.WithoutCancel(ctx), nodes, len(nodes), c.nodeTimeout(ttl), o, nil, false).finish(&c.bg, nil)
 }
 

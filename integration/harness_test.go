@@ -51,6 +51,7 @@ type Node struct {
 	// process backend
 	bin    string
 	extra  []string
+	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	out    *lockedBuffer
@@ -143,6 +144,21 @@ func StartNodes(t testing.TB, n int) []*Node {
 	return nil
 }
 
+// StartNodesPersistent is StartNodes with every write fsynced to an AOF
+// (appendonly yes, appendfsync always): a restarted node forgets nothing.
+func StartNodesPersistent(t testing.TB, n int) []*Node {
+	t.Helper()
+	kind, bin := backendOnce()
+	if kind != backendProcess {
+		t.Skip("persistent nodes need redis-server processes started by the harness")
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nodes[i] = startProcess(t, bin, 0, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	return nodes
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -172,17 +188,22 @@ func (b *lockedBuffer) String() string {
 
 // startProcess starts redis-server on a loopback port (port, or a free one
 // when port is 0, retrying with another if the one picked was taken in
-// between), with extra arguments.
+// between), with extra arguments. With persistence (an appendonly argument)
+// the data directory is kept for Restart.
 func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 	t.Helper()
-	dir := t.TempDir()
+	return startProcessIn(t, t.TempDir(), bin, port, extra...)
+}
+
+func startProcessIn(t testing.TB, dir, bin string, port int, extra ...string) *Node {
+	t.Helper()
 	var lastErr error
 	for range 5 {
 		p := port
 		if p == 0 {
 			p = freePort(t)
 		}
-		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}, bin: bin, extra: extra}
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}, bin: bin, extra: extra, dir: dir}
 		n.cmd = exec.Command(bin, append([]string{
 			"--port", fmt.Sprint(p), "--bind", "127.0.0.1", "--protected-mode", "no",
 			"--save", "", "--appendonly", "no", "--dir", dir,
@@ -281,8 +302,9 @@ func (n *Node) Kill(t testing.TB) {
 }
 
 // Restart kills the server and starts a new one on the same port at once,
-// without persistence: the node forgets every key, as a crashed Redis
-// without an AOF does, and gets a new run_id.
+// with a new run_id. Without persistence the node forgets every key, as a
+// crashed Redis without an AOF does; started by StartNodesPersistent, it
+// reloads its AOF.
 func (n *Node) Restart(t testing.TB) {
 	t.Helper()
 	if n.cmd == nil {
@@ -291,7 +313,7 @@ func (n *Node) Restart(t testing.TB) {
 	n.stop()
 	_, port, _ := net.SplitHostPort(n.Addr)
 	p, _ := strconv.Atoi(port)
-	fresh := startProcess(t, n.bin, p, n.extra...)
+	fresh := startProcessIn(t, n.dir, n.bin, p, n.extra...)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cmd, n.exited, n.out, n.dead, n.paused = fresh.cmd, fresh.exited, fresh.out, false, false

@@ -1,0 +1,360 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+)
+
+// The chaos suite: workers in several Clients contend for one key on real
+// redis-server processes while faults are injected; a checker records every
+// holder's interval on one monotonic clock, with its fencing token, and
+// fails on any overlap or token-order violation. Canaries (the restart
+// guard off; a client paused past its validity writing to an unfenced
+// store) must be caught, which proves the checker bites.
+//
+// REDLOCK_CHAOS=long runs ten times as many acquisitions per scenario
+// (make chaos); the default is the short profile CI runs.
+
+// holding is one holder's claim: from Lock returning to the earlier of
+// Unlock being called and the lock's validity ending.
+type holding struct {
+	worker        string
+	started, from time.Time // Lock called; Lock returned
+	to            time.Time
+	fence         uint64
+}
+
+// checker collects holdings and writes, and finds violations.
+type checker struct {
+	mu       sync.Mutex
+	holdings []holding
+	attempts int
+	stale    []string // writes a store accepted from a holder a newer token had superseded
+}
+
+func (c *checker) record(h holding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdings = append(c.holdings, h)
+}
+
+// violations lists every overlap of two holdings, every token that is not
+// larger than that of a holding that ended before the next began, and every
+// stale write.
+func (c *checker) violations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hs := slices.Clone(c.holdings)
+	sort.Slice(hs, func(i, j int) bool { return hs[i].from.Before(hs[j].from) })
+	var v []string
+	for i := 1; i < len(hs); i++ {
+		for j := i - 1; j >= 0 && j >= i-8; j-- { // holders are short; near neighbours suffice
+			a, b := hs[j], hs[i]
+			if b.from.Before(a.to) {
+				v = append(v, fmt.Sprintf("overlap: %s held %v–%v, %s from %v", a.worker, a.from.Format("15:04:05.000000"), a.to.Format("15:04:05.000000"), b.worker, b.from.Format("15:04:05.000000")))
+			}
+			if a.fence != 0 && b.fence != 0 && !a.from.After(b.started) && b.fence <= a.fence && a.to.Before(b.started) {
+				v = append(v, fmt.Sprintf("token order: %s got %d after %s's %d", b.worker, b.fence, a.worker, a.fence))
+			}
+		}
+	}
+	seen := map[uint64]string{}
+	for _, h := range hs {
+		if h.fence == 0 {
+			continue
+		}
+		if w, dup := seen[h.fence]; dup {
+			v = append(v, fmt.Sprintf("token %d given to %s and %s", h.fence, w, h.worker))
+		}
+		seen[h.fence] = h.worker
+	}
+	return append(v, c.stale...)
+}
+
+// store is the resource the holders write to. Fenced, it refuses a token
+// lower than one it has accepted; unfenced, it takes every write, and a
+// write from a token lower than one already written is a stale write the
+// checker counts.
+type store struct {
+	mu      sync.Mutex
+	fenced  bool
+	highest uint64
+	c       *checker
+}
+
+func (s *store) write(worker string, fence uint64) (accepted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fence < s.highest {
+		if s.fenced {
+			return false
+		}
+		s.c.mu.Lock()
+		s.c.stale = append(s.c.stale, fmt.Sprintf("stale write: %s wrote with token %d after %d", worker, fence, s.highest))
+		s.c.mu.Unlock()
+		return true
+	}
+	s.highest = fence
+	return true
+}
+
+// scenario is one chaos run's setup.
+type scenario struct {
+	name       string
+	persistent bool // AOF with appendfsync always: restarts forget nothing
+	nodes      int
+	opts       []redlock.Option
+	hold       time.Duration                                               // how long a holder keeps the lock
+	pause      func(worker int, i int) time.Duration                       // a holder's pause (GC, VM) before it writes; 0 none
+	fenced     bool                                                        // the store refuses stale tokens
+	fault      func(t *testing.T, nodes []*Node, stop <-chan struct{}) int // injects faults until stop; returns how many
+	target     int                                                         // acquisitions, if not the profile's
+}
+
+type outcome struct {
+	acquisitions, attempts, faults int
+	held, elapsed                  time.Duration
+	violations                     []string
+}
+
+// chaosTarget is the acquisitions per scenario: the short profile's five
+// scenarios make over 10,000 in all.
+func chaosTarget() int {
+	if os.Getenv("REDLOCK_CHAOS") == "long" {
+		return 25000
+	}
+	return 2500
+}
+
+// runChaos runs sc until target acquisitions, with 3 Clients of 2 workers.
+func runChaos(t *testing.T, sc scenario, target int) outcome {
+	t.Helper()
+	var nodes []*Node
+	if sc.persistent {
+		nodes = StartNodesPersistent(t, sc.nodes)
+	} else {
+		nodes = StartNodes(t, sc.nodes)
+	}
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	chk := &checker{}
+	st := &store{fenced: sc.fenced, c: chk}
+	var attempts atomic.Int64
+	count := redlock.ObserverFunc(func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquired || e.Kind == redlock.EventRefused {
+			attempts.Add(1)
+		}
+	})
+	opts := append([]redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond),
+		redlock.WithObserver(count)}, sc.opts...)
+	var clients []*redlock.Client
+	for range 3 {
+		clients = append(clients, newClient(t, Clients(t, nodes, func(o *redis.Options) { o.DialerRetries = 1 }), opts...))
+	}
+	stop := make(chan struct{})
+	faultsDone := make(chan int, 1)
+	go func() {
+		if sc.fault == nil {
+			faultsDone <- 0
+			return
+		}
+		faultsDone <- sc.fault(t, nodes, stop)
+	}()
+	var done atomic.Int64
+	var heldNs atomic.Int64
+	start := time.Now()
+	deadline := start.Add(2 * time.Minute)
+	var wg sync.WaitGroup
+	for w := range 6 {
+		c := clients[w%len(clients)]
+		name := fmt.Sprintf("client%d/worker%d", w%len(clients), w)
+		wg.Go(func() {
+			for i := 0; done.Load() < int64(target) && time.Now().Before(deadline); i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				began := time.Now()
+				l, err := c.Lock(ctx, key)
+				cancel()
+				if err != nil {
+					continue
+				}
+				from := time.Now()
+				if sc.pause != nil {
+					time.Sleep(sc.pause(w, i))
+				}
+				if l.Validity() > 0 || sc.pause != nil { // a paused holder writes without looking
+					st.write(name, l.Fence())
+				}
+				time.Sleep(sc.hold)
+				to := time.Now()
+				if u := l.Until(); u.Before(to) {
+					to = u // validity ran out while it held: its claim ends there
+				}
+				_ = l.Unlock(context.Background())
+				chk.record(holding{worker: name, started: began, from: from, to: to, fence: l.Fence()})
+				heldNs.Add(int64(to.Sub(from)))
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	o := outcome{acquisitions: int(done.Load()), attempts: int(attempts.Load()), faults: <-faultsDone,
+		held: time.Duration(heldNs.Load()), elapsed: time.Since(start), violations: chk.violations()}
+	t.Logf("%s: %d acquisitions (%d attempts) in %v, %d faults, lock held %.0f%% of the time, %d violations",
+		sc.name, o.acquisitions, o.attempts, o.elapsed.Round(time.Millisecond), o.faults,
+		100*o.held.Seconds()/o.elapsed.Seconds(), len(o.violations))
+	return o
+}
+
+// every runs f every period until stop, and counts the runs.
+func every(period time.Duration, stop <-chan struct{}, f func()) int {
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return n
+		case <-time.After(period):
+			f()
+			n++
+		}
+	}
+}
+
+func TestChaos(t *testing.T) {
+	target := chaosTarget()
+	fenced := []redlock.Option{redlock.WithFencing()}
+	const hold = time.Millisecond
+	for _, sc := range []scenario{
+		{name: "baseline", nodes: 5, opts: fenced, fenced: true, hold: hold},
+		// Fencing needs counters that survive a restart: these nodes fsync
+		// every write.
+		{name: "SIGKILL a minority, restart from AOF", nodes: 5, persistent: true, opts: fenced, fenced: true, hold: hold,
+			fault: func(t *testing.T, nodes []*Node, stop <-chan struct{}) int {
+				return every(time.Second, stop, func() {
+					victims := rand.Perm(len(nodes))[:2]
+					for _, i := range victims {
+						nodes[i].Kill(t)
+					}
+					time.Sleep(200 * time.Millisecond)
+					for _, i := range victims {
+						nodes[i].Restart(t)
+					}
+				})
+			}},
+		{name: "SIGSTOP/SIGCONT a minority", nodes: 5, opts: fenced, fenced: true, hold: hold,
+			fault: func(t *testing.T, nodes []*Node, stop <-chan struct{}) int {
+				return every(100*time.Millisecond, stop, func() {
+					victims := rand.Perm(len(nodes))[:2]
+					for _, i := range victims {
+						nodes[i].Pause(t)
+					}
+					time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+					for _, i := range victims {
+						nodes[i].Resume(t)
+					}
+				})
+			}},
+		// Without persistence a restart forgets the fence counters too, so
+		// this one checks mutual exclusion only: the restart guard's claim.
+		// The canary's fault pattern, which breaks mutual exclusion without
+		// the guard (TestChaosCanaries).
+		restartScenarioChaos("kill + immediate restart without persistence, guard on", 150*time.Millisecond, 600),
+		{name: "client pauses past validity, fenced store", nodes: 5, opts: fenced, fenced: true, hold: hold,
+			pause: func(w, i int) time.Duration {
+				if w == 0 && i%20 == 5 {
+					return 700 * time.Millisecond // longer than the 500 ms TTL
+				}
+				return 0
+			}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			want := target
+			if sc.target > 0 {
+				want = sc.target
+			}
+			o := runChaos(t, sc, want)
+			if len(o.violations) > 0 {
+				t.Fatalf("%d violations, the first: %s", len(o.violations), strings.Join(o.violations[:min(5, len(o.violations))], "\n"))
+			}
+			if o.acquisitions < want/2 {
+				t.Fatalf("only %d acquisitions: the scenario made too little progress to prove anything", o.acquisitions)
+			}
+		})
+	}
+}
+
+// restartScenarioChaos kills and at once restarts, without persistence, a
+// node that the holders are likely to rely on: one node is frozen for a
+// while, so holders take the other two, then one of those two restarts.
+// Without the restart guard a contender can then win the restarted node
+// and the unfrozen one while the holder still believes itself valid.
+func restartScenarioChaos(name string, period time.Duration, target int, opts ...redlock.Option) scenario {
+	// A 200 ms TTL: the guard's default period, so a restarted node is kept
+	// out only that long.
+	opts = append([]redlock.Option{redlock.WithTTL(200 * time.Millisecond)}, opts...)
+	return scenario{name: name, nodes: 3, hold: 20 * time.Millisecond, opts: opts, target: target,
+		fault: func(t *testing.T, nodes []*Node, stop <-chan struct{}) int {
+			return every(period, stop, func() {
+				order := rand.Perm(len(nodes))
+				frozen, victim := nodes[order[0]], nodes[order[1]]
+				frozen.Pause(t)
+				time.Sleep(100 * time.Millisecond) // holders take the other two
+				frozen.Resume(t)
+				victim.Restart(t)
+			})
+		}}
+}
+
+// TestChaosCanaries: faults the library does not claim to survive must be
+// caught by the checker; if they were not, the checker would prove nothing.
+func TestChaosCanaries(t *testing.T) {
+	t.Run("restart without the guard, random workload", func(t *testing.T) {
+		// A few violations per 600 acquisitions: run again until one shows,
+		// up to 5 times (a miss in all five would be a checker that is blind).
+		for run := range 5 {
+			o := runChaos(t, restartScenarioChaos("guard off", 150*time.Millisecond, 600, redlock.WithRestartGuard(0)), 600)
+			if slices.ContainsFunc(o.violations, func(v string) bool { return strings.HasPrefix(v, "overlap") }) {
+				return
+			}
+			t.Logf("run %d: no overlap yet", run+1)
+		}
+		t.Fatal("the checker found no overlap in 5 runs with the restart guard off")
+	})
+	t.Run("client pauses past validity, unfenced store", func(t *testing.T) {
+		o := runChaos(t, scenario{name: "unfenced store", nodes: 5, opts: []redlock.Option{redlock.WithFencing()},
+			pause: func(w, i int) time.Duration {
+				if w == 0 && i%5 == 2 {
+					return 700 * time.Millisecond
+				}
+				return 0
+			}}, 300)
+		if !slices.ContainsFunc(o.violations, func(v string) bool { return strings.HasPrefix(v, "stale write") }) {
+			t.Fatalf("the checker missed the stale writes of a paused holder (%d violations)", len(o.violations))
+		}
+	})
+	t.Run("restart without the guard", func(t *testing.T) {
+		chk := &checker{}
+		b, err, a := restartScenario(t, redlock.WithRestartGuard(0))
+		if err != nil {
+			t.Fatalf("the unsafe scenario did not happen: %v", err)
+		}
+		now := time.Now()
+		chk.record(holding{worker: "a", from: now.Add(-time.Second), to: a.Until()})
+		chk.record(holding{worker: "b", from: now, to: b.Until()})
+		if len(chk.violations()) == 0 {
+			t.Fatal("the checker missed two holders")
+		}
+	})
+}
