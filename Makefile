@@ -4,7 +4,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test bench redis-server
+.PHONY: demo test bench chaos redis-server
 
 demo: redis-server
 	$(GO) run ./examples/quickstart
@@ -20,6 +20,11 @@ bench: redis-server
 	$(GO) test ./integration -run '^$$' -bench 'HungNode' -benchtime 200x -count 3
 	$(GO) test ./integration -run '^$$' -bench 'Handoff' -benchtime 2000x -count 5
 	$(GO) test . -run '^$$' -bench . -count 6
+
+# The chaos suite's long profile: 10x the acquisitions of the short one that
+# make test runs (see docs/reliability.md).
+chaos: redis-server
+	REDLOCK_CHAOS=long $(GO) test -race -count=1 -timeout 60m -v -run 'TestChaos' ./integration
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \

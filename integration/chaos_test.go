@@ -113,7 +113,9 @@ func (s *store) write(worker string, fence uint64) (accepted bool) {
 // scenario is one chaos run's setup.
 type scenario struct {
 	name       string
-	persistent bool // AOF with appendfsync always: restarts forget nothing
+	persistent bool      // AOF with appendfsync always: restarts forget nothing
+	rates      []float64 // per node, the clock rate (and nodes = len(rates)); nil: real time
+	offsetsMs  []int
 	nodes      int
 	opts       []redlock.Option
 	hold       time.Duration                                               // how long a holder keeps the lock
@@ -142,9 +144,12 @@ func chaosTarget() int {
 func runChaos(t *testing.T, sc scenario, target int) outcome {
 	t.Helper()
 	var nodes []*Node
-	if sc.persistent {
+	switch {
+	case sc.rates != nil:
+		nodes = StartSkewedNodes(t, sc.rates, sc.offsetsMs)
+	case sc.persistent:
 		nodes = StartNodesPersistent(t, sc.nodes)
-	} else {
+	default:
 		nodes = StartNodes(t, sc.nodes)
 	}
 	needsOwnServers(t, nodes[0])
@@ -271,6 +276,10 @@ func TestChaos(t *testing.T) {
 		// The canary's fault pattern, which breaks mutual exclusion without
 		// the guard (TestChaosCanaries).
 		restartScenarioChaos("kill + immediate restart without persistence, guard on", 150*time.Millisecond, 600),
+		// Clocks seconds apart and running up to 0.5% fast or slow: within
+		// the 1% drift factor, so no violation.
+		{name: "clock skew (offsets ±5 s, rates 0.995–1.005)", opts: fenced, fenced: true, hold: hold,
+			rates: []float64{1, 1.005, 0.995, 1.004, 0.996}, offsetsMs: []int{0, 5000, -5000, 2000, -3000}},
 		{name: "client pauses past validity, fenced store", nodes: 5, opts: fenced, fenced: true, hold: hold,
 			pause: func(w, i int) time.Duration {
 				if w == 0 && i%20 == 5 {
@@ -331,6 +340,15 @@ func TestChaosCanaries(t *testing.T) {
 			t.Logf("run %d: no overlap yet", run+1)
 		}
 		t.Fatal("the checker found no overlap in 5 runs with the restart guard off")
+	})
+	t.Run("clock rate x2 on 2 of 3 nodes", func(t *testing.T) {
+		// Keys expire twice as fast as holders think on a majority: a
+		// contender gets the lock while the holder still holds it.
+		o := runChaos(t, scenario{name: "clock x2", rates: []float64{2, 2, 1}, offsetsMs: []int{0, 0, 0},
+			hold: 150 * time.Millisecond, opts: []redlock.Option{redlock.WithTTL(200 * time.Millisecond)}}, 60)
+		if !slices.ContainsFunc(o.violations, func(v string) bool { return strings.HasPrefix(v, "overlap") }) {
+			t.Fatalf("the checker missed the overlaps of clocks running twice as fast (%d violations)", len(o.violations))
+		}
 	})
 	t.Run("client pauses past validity, unfenced store", func(t *testing.T) {
 		o := runChaos(t, scenario{name: "unfenced store", nodes: 5, opts: []redlock.Option{redlock.WithFencing()},

@@ -35,6 +35,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	stopAll()
+	if shimDir != "" {
+		os.RemoveAll(shimDir)
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -52,6 +55,7 @@ type Node struct {
 	bin    string
 	extra  []string
 	dir    string
+	env    []string
 	cmd    *exec.Cmd
 	exited chan struct{}
 	out    *lockedBuffer
@@ -159,6 +163,46 @@ func StartNodesPersistent(t testing.TB, n int) []*Node {
 	return nodes
 }
 
+// clockShim compiles testdata/clockshim.c once per test binary: an
+// LD_PRELOAD library that skews a process's clocks (see the file).
+var clockShim = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "redlock-clockshim")
+	if err != nil {
+		return "", err
+	}
+	shimDir = dir
+	so := dir + "/clockshim.so"
+	if out, err := exec.Command("gcc", "-shared", "-fPIC", "-O2", "-o", so, "testdata/clockshim.c").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc: %v\n%s", err, out)
+	}
+	return so, nil
+})
+
+var shimDir string // removed by TestMain
+
+// StartSkewedNodes starts one redis-server per rate, whose clocks run at that
+// rate (1 is real time) and offset milliseconds ahead.
+func StartSkewedNodes(t testing.TB, rates []float64, offsetsMs []int) []*Node {
+	t.Helper()
+	kind, bin := backendOnce()
+	if kind != backendProcess {
+		t.Skip("clock skew needs redis-server processes started by the harness")
+	}
+	so, err := clockShim()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	nodes := make([]*Node, len(rates))
+	for i, r := range rates {
+		env := []string{"LD_PRELOAD=" + so, fmt.Sprintf("FAKE_RATE=%g", r), fmt.Sprintf("FAKE_OFFSET_MS=%d", offsetsMs[i])}
+		nodes[i] = startProcessIn(t, t.TempDir(), env, bin, 0)
+	}
+	return nodes
+}
+
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -192,10 +236,12 @@ func (b *lockedBuffer) String() string {
 // the data directory is kept for Restart.
 func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 	t.Helper()
-	return startProcessIn(t, t.TempDir(), bin, port, extra...)
+	return startProcessIn(t, t.TempDir(), nil, bin, port, extra...)
 }
 
-func startProcessIn(t testing.TB, dir, bin string, port int, extra ...string) *Node {
+// startProcessIn starts redis-server with its data in dir and env added to
+// its environment.
+func startProcessIn(t testing.TB, dir string, env []string, bin string, port int, extra ...string) *Node {
 	t.Helper()
 	var lastErr error
 	for range 5 {
@@ -203,13 +249,16 @@ func startProcessIn(t testing.TB, dir, bin string, port int, extra ...string) *N
 		if p == 0 {
 			p = freePort(t)
 		}
-		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}, bin: bin, extra: extra, dir: dir}
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}, bin: bin, extra: extra, dir: dir, env: env}
 		n.cmd = exec.Command(bin, append([]string{
 			"--port", fmt.Sprint(p), "--bind", "127.0.0.1", "--protected-mode", "no",
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--daemonize", "no", "--loglevel", "warning",
 			"--enable-debug-command", "local"}, extra...)...) // DEBUG RELOAD, for LOADING replies
 		n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+		if env != nil {
+			n.cmd.Env = append(os.Environ(), env...)
+		}
 		// Its own process group, and killed if this process dies first.
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := n.cmd.Start(); err != nil {
@@ -313,7 +362,7 @@ func (n *Node) Restart(t testing.TB) {
 	n.stop()
 	_, port, _ := net.SplitHostPort(n.Addr)
 	p, _ := strconv.Atoi(port)
-	fresh := startProcessIn(t, n.dir, n.bin, p, n.extra...)
+	fresh := startProcessIn(t, n.dir, n.env, n.bin, p, n.extra...)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.cmd, n.exited, n.out, n.dead, n.paused = fresh.cmd, fresh.exited, fresh.out, false, false
