@@ -113,8 +113,9 @@ func (s *store) write(worker string, fence uint64) (accepted bool) {
 // scenario is one chaos run's setup.
 type scenario struct {
 	name       string
-	persistent bool      // AOF with appendfsync always: restarts forget nothing
-	rates      []float64 // per node, the clock rate (and nodes = len(rates)); nil: real time
+	persistent bool                                                           // AOF with appendfsync always: restarts forget nothing
+	rates      []float64                                                      // per node, the clock rate (and nodes = len(rates)); nil: real time
+	netFault   func(t *testing.T, proxies []*Proxy, stop <-chan struct{}) int // faults on the links, through proxies
 	offsetsMs  []int
 	nodes      int
 	opts       []redlock.Option
@@ -164,18 +165,31 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 	})
 	opts := append([]redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond),
 		redlock.WithObserver(count)}, sc.opts...)
+	// With network faults, the clients reach the nodes through proxies.
+	reach := nodes
+	var proxies []*Proxy
+	if sc.netFault != nil {
+		proxies = ProxyNodes(t, nodes)
+		reach = make([]*Node, len(nodes))
+		for i, p := range proxies {
+			reach[i] = &Node{Addr: p.Addr}
+		}
+	}
 	var clients []*redlock.Client
 	for range 3 {
-		clients = append(clients, newClient(t, Clients(t, nodes, func(o *redis.Options) { o.DialerRetries = 1 }), opts...))
+		clients = append(clients, newClient(t, Clients(t, reach, func(o *redis.Options) { o.DialerRetries = 1 }), opts...))
 	}
 	stop := make(chan struct{})
 	faultsDone := make(chan int, 1)
 	go func() {
-		if sc.fault == nil {
+		switch {
+		case sc.fault != nil:
+			faultsDone <- sc.fault(t, nodes, stop)
+		case sc.netFault != nil:
+			faultsDone <- sc.netFault(t, proxies, stop)
+		default:
 			faultsDone <- 0
-			return
 		}
-		faultsDone <- sc.fault(t, nodes, stop)
 	}()
 	var done atomic.Int64
 	var heldNs atomic.Int64
@@ -276,6 +290,27 @@ func TestChaos(t *testing.T) {
 		// The canary's fault pattern, which breaks mutual exclusion without
 		// the guard (TestChaosCanaries).
 		restartScenarioChaos("kill + immediate restart without persistence, guard on", 150*time.Millisecond, 600),
+		// Every 200 ms one link, chosen at random, is either slowed by
+		// 10–30 ms (the node timeout is 25 ms) or cut.
+		{name: "latency and partitions (toxiproxy)", nodes: 5, opts: fenced, fenced: true, hold: hold,
+			netFault: func(t *testing.T, proxies []*Proxy, stop <-chan struct{}) int {
+				var faulty *Proxy
+				n := every(200*time.Millisecond, stop, func() {
+					if faulty != nil {
+						faulty.Heal(t)
+					}
+					faulty = proxies[rand.IntN(len(proxies))]
+					if rand.IntN(2) == 0 {
+						faulty.Latency(t, 20, 10)
+					} else {
+						faulty.Partition(t)
+					}
+				})
+				if faulty != nil {
+					faulty.Heal(t)
+				}
+				return n
+			}},
 		// Clocks seconds apart and running up to 0.5% fast or slow: within
 		// the 1% drift factor, so no violation.
 		{name: "clock skew (offsets ±5 s, rates 0.995–1.005)", opts: fenced, fenced: true, hold: hold,

@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(shimDir)
 	}
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		// toxiproxy leaves a pipe goroutine blocked on a send when a toxic
+		// is removed under live connections: its leak, not ours.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe")); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
