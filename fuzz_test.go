@@ -65,9 +65,25 @@ func FuzzReplies(f *testing.F) {
 		if res := ownerReply(r); res.ok() != (r == 1) || (res.err != nil) != (r > 1 || r < -1) {
 			t.Fatalf("owner reply %d: got %+v", r, res)
 		}
+		// Fenced grants {1|2, fence}: only a fence in (0, 2^53) is a grant.
+		fenced := acquireReply([]any{int64(1), pttl}, nil)
+		if fenced.ok() != (pttl > 0 && pttl < maxFence) || (fenced.ok() && fenced.fence != pttl) {
+			t.Fatalf("fenced grant {1, %d}: got %+v", pttl, fenced)
+		}
+		// The restart guard's wrapper {'runid', id, reply}.
+		wrapped := acquireReply([]any{"runid", value, r}, nil)
+		if plain := acquireReply(r, nil); wrapped.runID != value || wrapped.ok() != plain.ok() || (wrapped.err == nil) != (plain.err == nil) {
+			t.Fatalf("wrapped reply %d: got %+v, plain %+v", r, wrapped, plain)
+		}
+		if res := fenceWriteReply(r); res.ok() != (r == 1) || (res.err == nil) != (r == 1) {
+			t.Fatalf("fence write-back reply %d: got %+v", r, res)
+		}
 		var v any
 		if held {
 			v = value
+		}
+		if res := inspectReply([]any{v, pttl, value}, nil); res.err == nil && res.fence < 0 {
+			t.Fatalf("inspect counter %q: got fence %d", value, res.fence)
 		}
 		for _, reply := range [][]any{{v, pttl}, {v}, {v, value}, nil, {v, pttl, pttl}} {
 			res := inspectReply(reply, nil)
@@ -75,5 +91,34 @@ func FuzzReplies(f *testing.F) {
 				t.Fatalf("inspect %v: got %+v", reply, res)
 			}
 		}
+	})
+}
+
+// FuzzOptions: any client option values give a Client or an
+// ErrInvalidArgument, never a panic.
+func FuzzOptions(f *testing.F) {
+	f.Add(0.01, int64(time.Second), int64(time.Minute), int64(time.Hour), int64(0), "redlock:", 3)
+	f.Add(-1.0, int64(-1), int64(-1), int64(0), int64(-5), "a{b}", 0)
+	f.Add(0.999, int64(1), int64(MaxTTL+1), int64(1), int64(1), "", 65)
+	f.Fuzz(func(t *testing.T, drift float64, nodeTimeout, guard, maxHold, every int64, prefix string, n int) {
+		if n < 0 || n > 100 {
+			n = 3
+		}
+		clk := newFakeClock()
+		fakes := newFakeNodes(n, clk)
+		nodes := make([]node, n)
+		for i, f := range fakes {
+			nodes[i] = f
+		}
+		c, err := newClient(nodes, []Option{WithDriftFactor(drift), WithNodeTimeout(time.Duration(nodeTimeout)),
+			WithRestartGuard(time.Duration(guard)), WithMaxHold(time.Duration(maxHold)),
+			WithAutoExtend(time.Duration(every)), WithKeyPrefix(prefix), WithAnyNodeCount(), withClock(clk)})
+		if err != nil {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("got %v, want ErrInvalidArgument", err)
+			}
+			return
+		}
+		_ = c.Close(t.Context())
 	})
 }
