@@ -29,8 +29,8 @@ type restartGuard struct {
 	multi  []bool // per node: a Cluster, with one run_id per shard
 
 	mu    sync.Mutex
-	ids   [][]string  // per node: the run_ids heard (the latest, or every shard's)
-	until []time.Time // per node: grants until then do not count
+	ids   [][]string   // per node: the run_ids heard (the latest, or every shard's)
+	until []time.Time  // per node: grants until then do not count
 	list  atomic.Value // string: every id heard, joined, for the scripts
 }
 
