@@ -88,10 +88,11 @@ func (c *checker) violations() []string {
 // write from a token lower than one already written is a stale write the
 // checker counts.
 type store struct {
-	mu      sync.Mutex
-	fenced  bool
-	highest uint64
-	c       *checker
+	mu       sync.Mutex
+	fenced   bool
+	highest  uint64
+	rejected int // stale writes a fenced store refused
+	c        *checker
 }
 
 func (s *store) write(worker string, fence uint64) (accepted bool) {
@@ -99,6 +100,7 @@ func (s *store) write(worker string, fence uint64) (accepted bool) {
 	defer s.mu.Unlock()
 	if fence < s.highest {
 		if s.fenced {
+			s.rejected++
 			return false
 		}
 		s.c.mu.Lock()
@@ -128,6 +130,7 @@ type scenario struct {
 
 type outcome struct {
 	acquisitions, attempts, faults int
+	rejected                       int // stale writes the fenced store refused
 	held, elapsed                  time.Duration
 	violations                     []string
 }
@@ -229,11 +232,14 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 	}
 	wg.Wait()
 	close(stop)
-	o := outcome{acquisitions: int(done.Load()), attempts: int(attempts.Load()), faults: <-faultsDone,
+	st.mu.Lock()
+	rejected := st.rejected
+	st.mu.Unlock()
+	o := outcome{acquisitions: int(done.Load()), attempts: int(attempts.Load()), faults: <-faultsDone, rejected: rejected,
 		held: time.Duration(heldNs.Load()), elapsed: time.Since(start), violations: chk.violations()}
-	t.Logf("%s: %d acquisitions (%d attempts) in %v, %d faults, lock held %.0f%% of the time, %d violations",
+	t.Logf("%s: %d acquisitions (%d attempts) in %v, %d faults, lock held %.0f%% of the time, %d violations, %d stale writes refused",
 		sc.name, o.acquisitions, o.attempts, o.elapsed.Round(time.Millisecond), o.faults,
-		100*o.held.Seconds()/o.elapsed.Seconds(), len(o.violations))
+		100*o.held.Seconds()/o.elapsed.Seconds(), len(o.violations), o.rejected)
 	return o
 }
 
@@ -331,6 +337,9 @@ func TestChaos(t *testing.T) {
 			o := runChaos(t, sc, want)
 			if len(o.violations) > 0 {
 				t.Fatalf("%d violations, the first: %s", len(o.violations), strings.Join(o.violations[:min(5, len(o.violations))], "\n"))
+			}
+			if sc.pause != nil && o.rejected == 0 {
+				t.Fatal("no paused holder tried a stale write: the scenario tested nothing")
 			}
 			if o.acquisitions < want/2 {
 				t.Fatalf("only %d acquisitions: the scenario made too little progress to prove anything", o.acquisitions)
