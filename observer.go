@@ -35,6 +35,7 @@ const (
 
 var eventNames = [...]string{"", "acquired", "refused", "extended", "extend-failed", "lost", "released", "release-failed"}
 
+// String returns the kind's name, as WithLogger writes it ("acquired", …).
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
 		return eventNames[k]
@@ -56,6 +57,7 @@ const (
 
 var outcomeNames = [...]string{"", "ok", "ours", "held", "absent", "failed", "no-reply"}
 
+// String returns the outcome's name ("ok", "held", …).
 func (o NodeOutcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]
