@@ -11,11 +11,11 @@ import (
 // restarts without persistence, forgetting a's key; b, which knew every
 // node before, then tries k. It returns b's lock or error, and whether a's
 // lock is still valid.
-func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (*Lock, error, *Lock, []*fakeNode, *Client) {
+func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (l, held *Lock, fakes []*fakeNode, b *Client, err error) {
 	t.Helper()
-	fakes := newFakeNodes(3, clk)
+	fakes = newFakeNodes(3, clk)
 	a := newTestClient(t, fakes, clk, opts...)
-	b := newTestClient(t, fakes, clk, opts...)
+	b = newTestClient(t, fakes, clk, opts...)
 	warm, err := b.TryLock(t.Context(), "warm-up")
 	if err != nil {
 		t.Fatal(err)
@@ -23,20 +23,20 @@ func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (*Lock, error
 	_ = warm.Unlock(t.Context())
 	b.bg.Wait()
 	fakes[2].setErr(errFakeDown)
-	held, err := a.TryLock(t.Context(), "k", WithTTL(time.Minute))
+	held, err = a.TryLock(t.Context(), "k", WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.bg.Wait()
 	fakes[2].setErr(nil)
 	fakes[0].restart()
-	l, err := b.TryLock(t.Context(), "k", WithTTL(time.Minute))
-	return l, err, held, fakes, b
+	l, err = b.TryLock(t.Context(), "k", WithTTL(time.Minute))
+	return l, held, fakes, b, err
 }
 
 func TestRestartGuard(t *testing.T) {
 	clk := newFakeClock()
-	l, err, held, fakes, b := restartScenario(t, clk, WithRestartGuard(time.Minute))
+	l, held, fakes, b, err := restartScenario(t, clk, WithRestartGuard(time.Minute))
 	if err == nil {
 		t.Fatalf("b got the lock (fence %d) while a holds it with %v left: the restarted node's grant counted", l.Fence(), held.Validity())
 	}
@@ -67,7 +67,7 @@ func TestRestartGuard(t *testing.T) {
 // guard gives two holders, so the test above proves something.
 func TestRestartGuardOffIsUnsafe(t *testing.T) {
 	clk := newFakeClock()
-	l, err, held, _, _ := restartScenario(t, clk, WithRestartGuard(0))
+	l, held, _, _, err := restartScenario(t, clk, WithRestartGuard(0))
 	if err != nil {
 		t.Fatalf("without the guard b should have got the lock (the unsafe case this test shows): %v", err)
 	}

@@ -40,7 +40,6 @@ type holding struct {
 type checker struct {
 	mu       sync.Mutex
 	holdings []holding
-	attempts int
 	stale    []string // writes a store accepted from a holder a newer token had superseded
 }
 
@@ -408,7 +407,7 @@ func TestChaosCanaries(t *testing.T) {
 	})
 	t.Run("restart without the guard", func(t *testing.T) {
 		chk := &checker{}
-		b, err, a := restartScenario(t, redlock.WithRestartGuard(0))
+		a, b, err := restartScenario(t, redlock.WithRestartGuard(0))
 		if err != nil {
 			t.Fatalf("the unsafe scenario did not happen: %v", err)
 		}

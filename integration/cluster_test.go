@@ -113,14 +113,7 @@ func TestClusterNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := b.Lock(t.Context(), key, redlock.WithRetry(redlock.ConstantBackoff(time.Hour)))
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
+	got := waitFor(t, b, key)
 	time.Sleep(300 * time.Millisecond) // b has failed once and subscribed
 	standalone[1].Pause(t)
 	defer standalone[1].Resume(t)

@@ -202,6 +202,21 @@ func TestCloseReleasesEverything(t *testing.T) {
 	}
 }
 
+// waitFor starts a Lock of key in c whose retry timer is an hour, so that
+// only a hand-off can get it the lock in a test's time; it unlocks at once
+// and reports on the channel.
+func waitFor(t *testing.T, c *redlock.Client, key string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(t.Context(), key, redlock.WithRetry(redlock.ConstantBackoff(time.Hour)))
+		if err == nil {
+			err = l.Unlock(t.Context())
+		}
+		got <- err
+	}()
+	return got
+}
+
 // TestHandoffAcrossClients: a Lock waiting in another Client (another
 // process, as far as the nodes know) is woken by the release notice, not by
 // its retry timer (an hour here).
@@ -216,14 +231,7 @@ func TestHandoffAcrossClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		l, err := b.Lock(t.Context(), key, redlock.WithRetry(redlock.ConstantBackoff(time.Hour)))
-		if err == nil {
-			err = l.Unlock(t.Context())
-		}
-		got <- err
-	}()
+	got := waitFor(t, b, key)
 	time.Sleep(200 * time.Millisecond) // b's first attempt fails and it subscribes
 	start := time.Now()
 	if err := holder.Unlock(t.Context()); err != nil {

@@ -381,7 +381,7 @@ func TestNodeErrorReplies(t *testing.T) {
 		}},
 		{"READONLY", "READONLY", func(t *testing.T, n, peer *Node, _ string) (func(*redis.Options), func()) {
 			host, port, _ := strings.Cut(peer.Addr, ":")
-			if err := Admin(t, n).SlaveOf(t.Context(), host, port).Err(); err != nil {
+			if err := Admin(t, n).ReplicaOf(t.Context(), host, port).Err(); err != nil {
 				t.Fatal(err)
 			}
 			return nil, nil
