@@ -11,22 +11,18 @@
 package integration
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redisproc"
 	"github.com/testcontainers/testcontainers-go"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"go.uber.org/goleak"
@@ -54,16 +50,7 @@ type Node struct {
 	Addr string
 
 	// process backend
-	bin    string
-	extra  []string
-	dir    string
-	env    []string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *lockedBuffer
-	mu     sync.Mutex
-	paused bool
-	dead   bool
+	proc *redisproc.Server
 
 	// docker backend
 	ctr    *tcredis.RedisContainer
@@ -98,11 +85,7 @@ var backendOnce = sync.OnceValues(func() (backendKind, string) {
 	if addrs := os.Getenv("REDLOCK_ADDRS"); addrs != "" {
 		return backendExternal, addrs
 	}
-	bin := os.Getenv("REDIS_SERVER")
-	if bin == "" {
-		bin = "redis-server"
-	}
-	if path, err := exec.LookPath(bin); err == nil {
+	if path, err := redisproc.Find(); err == nil {
 		return backendProcess, path
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -207,35 +190,16 @@ func StartSkewedNodes(t testing.TB, rates []float64, offsetsMs []int) []*Node {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := redisproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	return p
 }
 
 // startProcess starts redis-server on a loopback port (port, or a free one
-// when port is 0, retrying with another if the one picked was taken in
-// between), with extra arguments. With persistence (an appendonly argument)
-// the data directory is kept for Restart.
+// when port is 0), with extra arguments. With persistence (an appendonly
+// argument) the data directory is kept for Restart.
 func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 	t.Helper()
 	return startProcessIn(t, t.TempDir(), nil, bin, port, extra...)
@@ -245,92 +209,23 @@ func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 // its environment.
 func startProcessIn(t testing.TB, dir string, env []string, bin string, port int, extra ...string) *Node {
 	t.Helper()
-	var lastErr error
-	for range 5 {
-		p := port
-		if p == 0 {
-			p = freePort(t)
-		}
-		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", p), exited: make(chan struct{}), out: &lockedBuffer{}, bin: bin, extra: extra, dir: dir, env: env}
-		n.cmd = exec.Command(bin, append([]string{
-			"--port", fmt.Sprint(p), "--bind", "127.0.0.1", "--protected-mode", "no",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--daemonize", "no", "--loglevel", "warning",
-			"--enable-debug-command", "local"}, extra...)...) // DEBUG RELOAD, for LOADING replies
-		n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
-		if env != nil {
-			n.cmd.Env = append(os.Environ(), env...)
-		}
-		// Its own process group, and killed if this process dies first.
-		n.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := n.cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", bin, err)
-		}
-		go func() { _ = n.cmd.Wait(); close(n.exited) }()
-		startedMu.Lock()
-		started = append(started, n)
-		startedMu.Unlock()
-		if lastErr = n.waitReady(5 * time.Second); lastErr == nil {
-			t.Cleanup(n.stop)
-			return n
-		}
-		n.stop()
-	}
-	t.Fatalf("redis-server did not start: %v", lastErr)
-	return nil
-}
-
-// waitReady waits until the server answers PING.
-func (n *Node) waitReady(limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		select {
-		case <-n.exited:
-			return fmt.Errorf("redis-server exited: %s", n.out.String())
-		default:
-		}
-		if err := ping(n.Addr); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG from %s: %v; output: %s", n.Addr, err, n.out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// ping speaks RESP directly, so that readiness checks leave no client behind.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	proc, err := redisproc.Start(redisproc.Config{Bin: bin, Port: port, Dir: dir, Env: env, Args: extra})
 	if err != nil {
-		return err
+		t.Fatalf("redis-server did not start: %v", err)
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("got %q", line)
-	}
-	return nil
+	n := &Node{Addr: proc.Addr, proc: proc}
+	startedMu.Lock()
+	started = append(started, n)
+	startedMu.Unlock()
+	t.Cleanup(n.stop)
+	return n
 }
 
 // stop kills the server (resuming it first if paused) and waits for it.
 func (n *Node) stop() {
 	switch {
-	case n.cmd != nil:
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if n.dead {
-			return
-		}
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-		<-n.exited
-		n.dead = true
+	case n.proc != nil:
+		n.proc.Stop()
 	case n.ctr != nil:
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -340,7 +235,7 @@ func (n *Node) stop() {
 
 func needsOwnServers(t testing.TB, n *Node) {
 	t.Helper()
-	if n.cmd == nil && n.ctr == nil {
+	if n.proc == nil && n.ctr == nil {
 		t.Skip("fault injection needs servers the harness started, not REDLOCK_ADDRS")
 	}
 }
@@ -358,16 +253,12 @@ func (n *Node) Kill(t testing.TB) {
 // reloads its AOF.
 func (n *Node) Restart(t testing.TB) {
 	t.Helper()
-	if n.cmd == nil {
+	if n.proc == nil {
 		t.Skip("restarting needs redis-server processes started by the harness")
 	}
-	n.stop()
-	_, port, _ := net.SplitHostPort(n.Addr)
-	p, _ := strconv.Atoi(port)
-	fresh := startProcessIn(t, n.dir, n.env, n.bin, p, n.extra...)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.cmd, n.exited, n.out, n.dead, n.paused = fresh.cmd, fresh.exited, fresh.out, false, false
+	if err := n.proc.Restart(); err != nil {
+		t.Fatalf("restart %s: %v", n.Addr, err)
+	}
 }
 
 // Pause freezes the server (SIGSTOP, or docker pause): it accepts TCP
@@ -381,12 +272,9 @@ func (n *Node) Pause(t testing.TB) {
 		}
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := syscall.Kill(n.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+	if err := n.proc.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	n.paused = true
 }
 
 // Resume undoes Pause.
@@ -398,12 +286,7 @@ func (n *Node) Resume(t testing.TB) {
 		}
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.paused && !n.dead {
-		_ = syscall.Kill(n.cmd.Process.Pid, syscall.SIGCONT)
-	}
-	n.paused = false
+	n.proc.Resume()
 }
 
 // Clients returns one go-redis client per node, closed when the test ends.

@@ -1,0 +1,283 @@
+// Package redisproc starts and controls local redis-server processes on
+// loopback: for the integration tests, the bench command (bench/) and the
+// redlock command's demo.
+//
+// Every server runs in its own process group and is killed by the kernel if
+// the process that started it dies first (Linux's parent-death signal), so
+// a crashed test or benchmark leaves no server behind. Stop kills it at
+// once; callers stop every server they started on every exit path.
+package redisproc
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ErrNoServer is returned by Find when no redis-server binary is available.
+var ErrNoServer = errors.New("redisproc: no redis-server binary (install Debian's redis-server package, or set REDIS_SERVER)")
+
+// Find returns the path of the redis-server binary: $REDIS_SERVER if set,
+// else redis-server on PATH.
+func Find() (string, error) {
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoServer, err)
+	}
+	return path, nil
+}
+
+// Config says how to start one server.
+type Config struct {
+	Bin  string   // redis-server binary; "" means Find's answer
+	Port int      // loopback port; 0 picks a free one
+	Dir  string   // data directory; "" means a new temporary one, removed by Close
+	Env  []string // added to the server's environment
+	Args []string // extra redis-server arguments, after the defaults
+}
+
+// Server is one redis-server process.
+type Server struct {
+	Addr string // 127.0.0.1:port
+
+	cfg    Config
+	ownDir bool
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *lockedBuffer
+	paused bool
+	dead   bool
+}
+
+// Start starts a server and waits until it answers PING. With Port 0 it
+// picks a free port, and tries another if that one was taken in between.
+// No persistence is configured unless Args asks for it.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Bin == "" {
+		bin, err := Find()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bin = bin
+	}
+	s := &Server{cfg: cfg}
+	if s.cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "redisproc")
+		if err != nil {
+			return nil, err
+		}
+		s.cfg.Dir, s.ownDir = dir, true
+	}
+	if err := s.startRetrying(cfg.Port); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startRetrying starts the server on port (a free one when 0), up to 5
+// times: a free port can be taken between picking and binding it.
+func (s *Server) startRetrying(port int) error {
+	var lastErr error
+	for range 5 {
+		p := port
+		if p == 0 {
+			var err error
+			if p, err = FreePort(); err != nil {
+				return err
+			}
+		}
+		if lastErr = s.start(p); lastErr == nil {
+			return nil
+		}
+	}
+	return lastErr
+}
+
+func (s *Server) start(port int) error {
+	s.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(s.cfg.Bin, append([]string{
+		"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--protected-mode", "no",
+		"--save", "", "--appendonly", "no", "--dir", s.cfg.Dir,
+		"--daemonize", "no", "--loglevel", "warning",
+		"--enable-debug-command", "local"}, s.cfg.Args...)...) // DEBUG RELOAD, for LOADING replies
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if s.cfg.Env != nil {
+		cmd.Env = append(os.Environ(), s.cfg.Env...)
+	}
+	// Its own process group, and killed if this process dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.cfg.Bin, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.mu.Lock()
+	s.cmd, s.exited, s.out, s.dead, s.paused = cmd, exited, out, false, false
+	s.mu.Unlock()
+	if err := s.waitReady(5 * time.Second); err != nil {
+		s.Stop()
+		return err
+	}
+	return nil
+}
+
+// waitReady waits until the server answers PING.
+func (s *Server) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("redis-server exited: %s", s.out.String())
+		default:
+		}
+		if err := Ping(s.Addr); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("no PONG from %s: %v; output: %s", s.Addr, err, s.out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Stop kills the server at once, like a crash (SIGKILL to its process
+// group, resuming nothing first), and waits for it to exit. Stopping a
+// stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead || s.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.exited
+	s.dead, s.paused = true, false
+}
+
+// Close stops the server and removes its data directory if Start made it.
+func (s *Server) Close() {
+	s.Stop()
+	if s.ownDir {
+		_ = os.RemoveAll(s.cfg.Dir)
+	}
+}
+
+// Restart stops the server and starts a new one on the same port and data
+// directory at once, with a new run_id. Without persistence the new server
+// has no keys, as a crashed Redis without an AOF has none.
+func (s *Server) Restart() error {
+	s.Stop()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("redisproc: restart: address %q: %w", s.Addr, err)
+	}
+	return s.startRetrying(p)
+}
+
+// Pause freezes the server with SIGSTOP: it accepts TCP connections (the
+// kernel does) but answers nothing until Resume.
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead || s.cmd == nil {
+		return errors.New("redisproc: pause: server not running")
+	}
+	if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	s.paused = true
+	return nil
+}
+
+// Resume undoes Pause.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused && !s.dead {
+		_ = syscall.Kill(s.cmd.Process.Pid, syscall.SIGCONT)
+	}
+	s.paused = false
+}
+
+// Running reports whether the server process is alive (paused or not).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil && !s.dead
+}
+
+// Output returns what the server wrote to stdout and stderr.
+func (s *Server) Output() string {
+	s.mu.Lock()
+	out := s.out
+	s.mu.Unlock()
+	if out == nil {
+		return ""
+	}
+	return out.String()
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Ping speaks RESP directly, so that readiness checks leave no client
+// behind.
+func Ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("got %q", line)
+	}
+	return nil
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
