@@ -81,7 +81,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 		return nil, err
 	}
 	o := newOp(opInspect, c.redisKey(key), "", "", 0)
-	r := fanOut(ctx, c.nodes, len(c.nodes), c.nodeTimeout(c.cfg.lock.ttl), o, nil, false)
+	r := fanOut(ctx, c.work, c.nodes, len(c.nodes), c.nodeTimeout(c.cfg.lock.ttl), o, nil, false)
 	r.finish(&c.bg, nil)
 	s := &KeyState{Key: key, Quorum: c.Quorum(), Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {

@@ -179,7 +179,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	}
 	o := newOp(opExtend, l.rkey, l.token, "", ttl)
 	start := c.cfg.clock.Now()
-	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.won, c.observing()) // on failure, hear every node: "lost" and "expired" differ
+	r := fanOut(ctx, c.work, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.won, c.observing()) // on failure, hear every node: "lost" and "expired" differ
 	end := c.cfg.clock.Now()
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
@@ -277,7 +277,7 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// costs that Lock a node timeout. (Returning at a majority measured
 	// about 18% faster on 5 local nodes; see docs/performance.md.)
 	start := c.cfg.clock.Now()
-	r := fanOut(ctx, nodes, max(c.Quorum()-already, 0), c.nodeTimeout(ttl), o, nil, c.observing())
+	r := fanOut(ctx, c.work, nodes, max(c.Quorum()-already, 0), c.nodeTimeout(ttl), o, nil, c.observing())
 	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
 	for j, res := range r.results {
 		if res != (result{}) {

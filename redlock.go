@@ -479,6 +479,7 @@ type Client struct {
 	nodes []node
 	cfg   config
 	bg    sync.WaitGroup // goroutines waiting for late replies
+	work  *workers       // goroutines that make the node calls
 	hand  handoff        // waiters and release notices
 	guard *restartGuard  // nil when off
 
@@ -550,6 +551,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		cfg.guard = cfg.lock.ttl
 	}
 	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
+	c.work = newWorkers(c.closed)
 	c.hand.init(c)
 	if cfg.guard > 0 {
 		multi := make([]bool, len(nodes))
@@ -759,7 +761,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 	}
 	o := newOp(kind, rkey, token, encodeValue(token, lc.meta), ttl).withGuard(c.guard)
 	start := c.cfg.clock.Now()
-	r := fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided, c.observing())
+	r := fanOut(ctx, c.work, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided, c.observing())
 	won, fence, wr := r.tally.won(), int64(0), (*round)(nil)
 	if won && lc.fencing {
 		// The token is the largest a majority handed out; written back to
@@ -769,7 +771,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 				fence = max(fence, res.fence)
 			}
 		}
-		wr = fanOut(ctx, c.nodes, c.Quorum(), c.nodeTimeout(ttl), newFenceWrite(rkey, fence), tally.decided, false)
+		wr = fanOut(ctx, c.work, c.nodes, c.Quorum(), c.nodeTimeout(ttl), newFenceWrite(rkey, fence), tally.decided, false)
 		wr.finish(&c.bg, nil)
 		won = wr.tally.won()
 	}
@@ -907,7 +909,7 @@ func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string
 		return
 	}
 	o := newOp(opRelease, rkey, token, "", cooldown).quiet()
-	fanOut(context.WithoutCancel(ctx), nodes, len(nodes), c.nodeTimeout(ttl), o, nil, false).finish(&c.bg, nil)
+	fanOut(context.WithoutCancel(ctx), c.work, nodes, len(nodes), c.nodeTimeout(ttl), o, nil, false).finish(&c.bg, nil)
 }
 
 // quorumError describes a failed round over nodes, with already agreements

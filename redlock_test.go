@@ -901,3 +901,26 @@ func BenchmarkLockUnlock(b *testing.B) {
 		})
 	}
 }
+
+// TestWorkersReused: node calls run on goroutines kept for reuse, and those
+// exit once the Client is closed.
+func TestWorkersReused(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	done := make(chan struct{})
+	w := newWorkers(done)
+	for range 100 {
+		ran := make(chan struct{})
+		w.run(func() { close(ran) })
+		<-ran
+		time.Sleep(time.Millisecond) // the worker goes back to waiting
+	}
+	if n := w.started.Load(); n > 5 {
+		t.Fatalf("100 calls one after the other started %d goroutines, want them reused", n)
+	}
+	close(done)
+	goleak.VerifyNone(t, opt)
+	ran := make(chan struct{})
+	w.run(func() { close(ran) }) // after close: still runs, on a goroutine that then exits
+	<-ran
+	goleak.VerifyNone(t, opt)
+}
