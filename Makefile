@@ -4,7 +4,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test bench chaos redis-server
+.PHONY: demo test bench bench-go chaos redis-server
 
 demo: redis-server
 	$(GO) run ./examples/quickstart
@@ -13,9 +13,15 @@ test: redis-server
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
-# Benchmarks against real redis-server (see docs/performance.md). The hung-node
-# benchmark is run for a fixed count: each Unlock waits one node timeout.
+# redlock side by side with redsync, bsm/redislock and the floor; rewrites
+# the generated part of docs/performance.md and the charts in docs/bench/.
 bench: redis-server
+	cd bench && $(GO) run .
+
+# The library's own testing.B benchmarks against real redis-server (see
+# docs/performance.md). The hung-node benchmark is run for a fixed count:
+# each Unlock waits one node timeout.
+bench-go: redis-server
 	$(GO) test ./integration -run '^$$' -bench 'LockUnlock|Floor|VsFloor' -benchtime 3000x -count 6
 	$(GO) test ./integration -run '^$$' -bench 'HungNode' -benchtime 200x -count 3
 	$(GO) test ./integration -run '^$$' -bench 'Handoff' -benchtime 2000x -count 5

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -231,6 +232,38 @@ func (s *Server) Output() string {
 		return ""
 	}
 	return out.String()
+}
+
+// CPUTime returns the CPU time (user and system) the server process has
+// used, from /proc (Linux only).
+func (s *Server) CPUTime() (time.Duration, error) {
+	s.mu.Lock()
+	cmd, dead := s.cmd, s.dead
+	s.mu.Unlock()
+	if cmd == nil || dead {
+		return 0, errors.New("redisproc: server not running")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// utime and stime are fields 14 and 15, in clock ticks (USER_HZ, 100
+	// on Linux).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("redisproc: unexpected /proc stat %q", b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("redisproc: unexpected /proc stat %q", b)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(ut+st) * (time.Second / 100), nil
 }
 
 // FreePort returns a loopback TCP port that was free a moment ago.

@@ -35,6 +35,9 @@ func TestLifecycle(t *testing.T) {
 	if err := Ping(s.Addr); err != nil {
 		t.Fatalf("ping after Resume: %v", err)
 	}
+	if _, err := s.CPUTime(); err != nil {
+		t.Fatalf("CPUTime: %v", err)
+	}
 	addr := s.Addr
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)

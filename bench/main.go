@@ -1,0 +1,263 @@
+// Command bench compares redlock with the floor (one node, SET NX + EVALSHA
+// compare-and-delete), bsm/redislock and go-redsync/redsync on local
+// redis-server processes it starts and stops itself, and publishes the
+// results with charts into docs/performance.md.
+//
+//	make bench                      # from the repository root
+//	cd bench && go run .            # the same
+//	cd bench && go run . -quick     # a 1-minute smoke run that writes nothing
+//
+// It starts 7 lock nodes (3 and 5 for the comparisons, 7 for scaling) plus
+// one server for the single-node baselines, on free loopback ports, and
+// kills them on every exit path (including Ctrl-C; and the kernel kills them
+// if this process dies). It is its own Go module, so that the libraries it
+// compares never enter the library's go.mod.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redisproc"
+)
+
+type config struct {
+	rounds, cycles       int
+	tputRounds           int
+	tput                 time.Duration
+	contRounds           int
+	cont                 time.Duration
+	faultCycles          int
+	faultBudget          time.Duration
+	doc, charts, jsonOut string
+	write                bool
+	only                 string
+	match                string
+	cpuprofile           string
+}
+
+// keep filters contenders by -match, keeping the references.
+func (c config) keep(cs []contender) []contender {
+	return slices.DeleteFunc(cs, func(x contender) bool {
+		return c.match != "" && x.Lib != "floor" && x.Lib != "redislock" && !strings.Contains(x.Name, c.match)
+	})
+}
+
+// runs reports whether measure name is to be run.
+func (c config) runs(name string) bool {
+	return c.only == "" || slices.Contains(strings.Split(c.only, ","), name)
+}
+
+func main() {
+	var c config
+	quick := flag.Bool("quick", false, "a short smoke run (about a minute) that publishes nothing")
+	flag.IntVar(&c.rounds, "rounds", 40, "interleaved rounds of the uncontended and scaling measures")
+	flag.IntVar(&c.cycles, "cycles", 25, "Lock+Unlock cycles per contender per round")
+	flag.IntVar(&c.tputRounds, "throughput-rounds", 3, "interleaved rounds of the throughput measure")
+	flag.DurationVar(&c.tput, "throughput", 2*time.Second, "throughput run per contender per round")
+	flag.IntVar(&c.contRounds, "contention-rounds", 3, "interleaved rounds of the contention measure")
+	flag.DurationVar(&c.cont, "contention", 3*time.Second, "contention run per contender per round")
+	flag.IntVar(&c.faultCycles, "fault-cycles", 100, "at most this many cycles per contender per fault")
+	flag.DurationVar(&c.faultBudget, "fault-budget", 8*time.Second, "and no new cycle after this long")
+	flag.StringVar(&c.doc, "doc", "../docs/performance.md", "document whose generated section is replaced")
+	flag.StringVar(&c.charts, "charts", "../docs/bench", "directory for the SVG charts and results.json")
+	flag.BoolVar(&c.write, "write", true, "publish into -doc and -charts")
+	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling); publishes nothing")
+	flag.StringVar(&c.match, "match", "", "run only contenders whose name contains this (the floor and bsm/redislock, the references, always run)")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write this process's CPU profile to the file")
+	flag.Parse()
+	if *quick {
+		c = config{rounds: 5, cycles: 20, tputRounds: 1, tput: 300 * time.Millisecond, contRounds: 1,
+			cont: 500 * time.Millisecond, faultCycles: 5, faultBudget: 2 * time.Second}
+	}
+	if c.only != "" || c.match != "" {
+		c.write = false
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// quiet drops go-redis's log lines about the nodes killed on purpose.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func run(c config) error {
+	redis.SetLogger(quiet{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	e := &env{}
+	defer func() {
+		for _, s := range append(e.nodes, e.base) {
+			if s != nil {
+				s.Close()
+			}
+		}
+	}()
+	for range 7 {
+		s, err := redisproc.Start(redisproc.Config{})
+		if err != nil {
+			return err
+		}
+		e.nodes = append(e.nodes, s)
+	}
+	base, err := redisproc.Start(redisproc.Config{})
+	if err != nil {
+		return err
+	}
+	e.base = base
+	logf("started 8 redis-server processes (7 lock nodes, 1 baseline) on 127.0.0.1")
+
+	res := &results{Date: began.UTC().Format("2006-01-02"), Go: runtime.Version(), CPUs: runtime.NumCPU(),
+		Command: "make bench", Libraries: libraries(), Rounds: c.rounds, Cycles: c.cycles,
+		Throughput: c.tput, Contention: c.cont}
+	res.Redis = redisVersion(ctx, base.Addr)
+
+	uncontended := c.keep([]contender{
+		floorContender(), redislockContender(),
+		redsyncContender(3, false), redsyncContender(5, false), redsyncContender(5, true),
+		redlockContender(3, ""), redlockContender(5, ""),
+		redlockContender(5, "fencing", redlock.WithFencing()),
+		redlockContender(5, "restart guard off", redlock.WithRestartGuard(0)),
+	})
+	if c.runs("cycle") {
+		logf("1/5 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
+		cyc, err := measureCycles(ctx, e, uncontended, c.rounds, c.cycles, "cycle")
+		if err != nil {
+			return err
+		}
+		res.Cycle = summarizeCycles(uncontended, cyc)
+	}
+	if c.runs("throughput") {
+		logf("2/5 throughput: %d contenders × %d rounds × %s", len(uncontended), c.tputRounds, c.tput)
+		tp, err := measureThroughput(ctx, e, uncontended, c.tputRounds, c.tput)
+		if err != nil {
+			return err
+		}
+		res.Tput = summarizeThroughput(uncontended, tp, 1)
+	}
+
+	contention := []contended{
+		{contender: redislockContender()},
+		{contender: redsyncContender(3, false)}, {contender: redsyncContender(3, true)},
+		{contender: redsyncContender(5, false)}, {contender: redsyncContender(5, true)},
+		{contender: redlockContender(3, "")}, {contender: redlockContender(5, "")},
+		{contender: redlockContender(5, "fencing", redlock.WithFencing())},
+		{contender: redlockContender(5, ""), Shared: true},
+	}
+	if c.runs("contention") {
+		logf("3/5 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
+		ho, err := measureContention(ctx, e, contention, c.contRounds, c.cont)
+		if err != nil {
+			return err
+		}
+		res.Handoff = summarizeHandoff(contention, ho)
+	}
+
+	faulty := []contender{
+		redsyncContender(5, false), redsyncContender(5, true),
+		redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
+	}
+	res.FaultLimit = fmt.Sprintf("at most %d cycles, and none started after %s", c.faultCycles, c.faultBudget)
+	if c.runs("faults") {
+		logf("4/5 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
+		for _, fault := range []string{faultPause, faultKill} {
+			for _, fc := range faulty {
+				f, err := measureFault(ctx, e, fc, fault, c.faultCycles, c.faultBudget)
+				if err != nil {
+					return err
+				}
+				res.Faults = append(res.Faults, faultRow{Name: fc.Name, Lib: fc.Lib, Fault: fault, faultResult: f})
+			}
+		}
+	}
+
+	scaling := []contender{floorContender()}
+	for _, n := range []int{1, 3, 5, 7} {
+		scaling = append(scaling, redlockContender(n, ""))
+	}
+	for _, n := range []int{1, 3, 5, 7} {
+		scaling = append(scaling, redsyncContender(n, false))
+	}
+	if c.runs("scaling") {
+		logf("5/5 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
+		sc, err := measureCycles(ctx, e, scaling, c.rounds, c.cycles, "scale")
+		if err != nil {
+			return err
+		}
+		res.Scaling = summarizeCycles(scaling, sc)
+	}
+	res.Elapsed = time.Since(began)
+
+	fmt.Println(res.markdown("../docs/bench"))
+	if !c.write {
+		return nil
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := res.publish(c.doc, c.charts, append(js, '\n')); err != nil {
+		return err
+	}
+	logf("wrote %s and the charts in %s (%s in all)", c.doc, c.charts, res.Elapsed.Round(time.Second))
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// libraries returns the versions of the modules compared, from the build.
+func libraries() map[string]string {
+	out := map[string]string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			out[d.Path] = d.Version
+		}
+	}
+	return out
+}
+
+func redisVersion(ctx context.Context, addr string) string {
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	info, err := rc.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/xml"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPct(t *testing.T) {
+	s := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, tc := range []struct {
+		q    float64
+		want int
+	}{{0.5, 5}, {0.99, 10}, {0.1, 1}, {0, 1}, {1, 10}} {
+		if got := pct(s, tc.q); got != tc.want {
+			t.Errorf("pct(1..10, %v) = %d, want %d", tc.q, got, tc.want)
+		}
+	}
+	if got := pct([]int(nil), 0.5); got != 0 {
+		t.Errorf("pct(empty) = %d", got)
+	}
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median = %v, want 2", got)
+	}
+}
+
+func TestSummarizeCycles(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	cs := []contender{{Name: "floor", Lib: "floor"}, {Name: "x", Lib: "redlock"}}
+	ss := []cycleSamples{
+		{Times: [][]time.Duration{ms(1, 1, 1), ms(2, 2, 2)}, Allocs: []float64{10, 10}},
+		{Times: [][]time.Duration{ms(3, 3, 3), ms(4, 4, 4)}, Allocs: []float64{50, 52}},
+	}
+	rows := summarizeCycles(cs, ss)
+	x := rows[1]
+	// Pooled: floor 1,1,1,2,2,2 (p50 1 ms); x 3,3,3,4,4,4 (p50 3 ms).
+	if x.P50 != 3*time.Millisecond || x.P99 != 4*time.Millisecond || x.Ratio != 3 {
+		t.Fatalf("got p50 %v p99 %v ratio %v, want 3ms 4ms 3", x.P50, x.P99, x.Ratio)
+	}
+	// Groups: round 0 ratio 3, round 1 ratio 2.
+	if x.RatioMin != 2 || x.RatioMax != 3 || x.Allocs != 50 {
+		t.Fatalf("got range %v–%v allocs %v, want 2–3 and 50", x.RatioMin, x.RatioMax, x.Allocs)
+	}
+}
+
+func TestSplice(t *testing.T) {
+	doc := []byte("# Perf\n\nhand-written\n\n" + beginMarker + "\nold\n" + endMarker + "\n\nmore hand-written\n")
+	out, err := splice(doc, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Perf\n\nhand-written\n\n" + beginMarker + "\nnew\n" + endMarker + "\n\nmore hand-written\n"
+	if string(out) != want {
+		t.Fatalf("got\n%s\nwant\n%s", out, want)
+	}
+	again, _ := splice(out, "new")
+	if string(again) != want {
+		t.Fatal("splicing twice changed the document")
+	}
+	if _, err := splice([]byte("no markers"), "x"); !errors.Is(err, errNoMarkers) {
+		t.Fatalf("got %v, want errNoMarkers", err)
+	}
+}
+
+// TestCharts renders every chart from a small result set and checks that
+// each is well-formed XML with one bar per row.
+func TestCharts(t *testing.T) {
+	r := &results{
+		Cycle:   []cycleRow{{Name: "floor", Lib: "floor", Ratio: 1}, {Name: "a & <b>", Lib: "redlock", Ratio: 2.5}},
+		Tput:    []tputRow{{Name: "t", Lib: "redislock", Ratio: 1}},
+		Handoff: []handoffRow{{Name: "h", Lib: "redsync", handoffRound: handoffRound{OtherP99: 100 * time.Millisecond}}, {Name: "k", Lib: "redlock", handoffRound: handoffRound{OtherP99: time.Millisecond}}},
+		Faults:  []faultRow{{Name: "f", Lib: "redsync", Fault: faultPause, faultResult: faultResult{LockP99: 5 * time.Second}}},
+		Scaling: []cycleRow{{Name: "s", Lib: "redlock", P50: 300 * time.Microsecond}},
+	}
+	charts := r.charts()
+	for _, name := range []string{"cycle.svg", "throughput.svg", "handoff.svg", "waiting.svg", "faults.svg", "scaling.svg"} {
+		svg, ok := charts[name]
+		if !ok {
+			t.Fatalf("no %s", name)
+		}
+		d := xml.NewDecoder(strings.NewReader(svg))
+		rects := 0
+		for {
+			tok, err := d.Token()
+			if err != nil {
+				if err.Error() != "EOF" {
+					t.Fatalf("%s: %v", name, err)
+				}
+				break
+			}
+			if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
+				rects++
+			}
+		}
+		if rects < 2 { // the background and at least one bar
+			t.Errorf("%s has %d rects", name, rects)
+		}
+	}
+	if !strings.Contains(charts["cycle.svg"], "a &amp; &lt;b&gt;") {
+		t.Error("labels are not escaped")
+	}
+	md := r.markdown("bench")
+	for _, want := range []string{"](bench/cycle.svg)", "| a & <b> |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}
+
+func TestNiceStep(t *testing.T) {
+	for raw, want := range map[float64]float64{0.3: 0.5, 1: 1, 1.5: 2, 3: 5, 7: 10, 120: 200} {
+		if got := niceStep(raw); got != want {
+			t.Errorf("niceStep(%v) = %v, want %v", raw, got, want)
+		}
+	}
+}
