@@ -36,8 +36,7 @@ import (
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
 // holder's token lets a waiter tell a holder with a majority from a split
 // vote; it never leaves the library.
-const acquireSrc = `
-local function reply(r)` + runIDCheck + `
+const acquireSrc = runIDCheck + `
 local v = redis.call('GET', KEYS[1])
 if not v then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
@@ -52,19 +51,24 @@ if nul then v = string.sub(v, 1, nul - 1) end
 return reply({-1 - redis.call('PTTL', KEYS[1]), v})
 `
 
-// runIDCheck ends the reply function of the acquire scripts, for the
-// restart guard. The last ARGV lists the run_ids the client knows; empty,
-// the guard is off. If the node's run_id is among them the reply is
-// unchanged, so the common case costs an INFO server call but no larger
-// reply; if not (first contact, or the node restarted), the reply is
-// wrapped: {'runid', run_id, reply}.
+// runIDCheck starts the acquire scripts, for the restart guard: it defines
+// reply, which every exit goes through. The last ARGV lists the run_ids the
+// client knows; empty, the guard is off. If the node's run_id is among them
+// the reply is unchanged, so the common case costs an INFO server call but
+// no larger reply; if not (first contact, or the node restarted), the reply
+// is wrapped: {'runid', run_id, reply}. INFO runs before anything is
+// written: a user whose ACL forbids it gets an error and no key.
 const runIDCheck = `
-	local known = ARGV[#ARGV]
-	if known == '' then return r end
+local newid
+if ARGV[#ARGV] ~= '' then
 	local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-	if id and string.find(known, id, 1, true) then return r end
-	return {'runid', id or '', r}
-end`
+	if not (id and string.find(ARGV[#ARGV], id, 1, true)) then newid = id or '' end
+end
+local function reply(r)
+	if newid then return {'runid', newid, r} end
+	return r
+end
+`
 
 // extendSrc resets the TTL of a key we hold; it never re-creates one.
 // ARGV[1] token, ARGV[2] ttl in ms.
@@ -107,8 +111,7 @@ return 1
 // modulus, ARGV[6] known run_ids (see runIDCheck).
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-const acquireFencedSrc = `
-local function reply(r)` + runIDCheck + `
+const acquireFencedSrc = runIDCheck + `
 local v = redis.call('GET', KEYS[1])
 local code = 1
 if v then

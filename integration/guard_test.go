@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 )
 
@@ -57,4 +58,46 @@ func TestRestartGuardOffIsUnsafe(t *testing.T) {
 		t.Fatal("the scenario did not make two valid holders")
 	}
 	t.Logf("without the guard: two holders, validities %v and %v", a.Validity().Round(time.Second), b.Validity().Round(time.Second))
+}
+
+// TestGuardWithoutInfoPermission: a node whose ACL user may not run INFO
+// cannot take part while the restart guard is on. It must fail with the
+// server's permission error, before the acquire script writes anything: the
+// guard's INFO call comes first, so no orphan key is left behind.
+func TestGuardWithoutInfoPermission(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	admin := Admin(t, nodes[0])
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := Clients(t, nodes, nil)
+	clients[0] = Clients(t, nodes[:1], func(o *redis.Options) { o.Username, o.Password = "noinfo", "pw" })[0]
+	c := newClient(t, clients, redlock.WithTTL(time.Minute))
+	l, err := c.TryLock(t.Context(), key)
+	if err != nil {
+		t.Fatalf("two nodes of three granted, yet: %v", err)
+	}
+	if n, err := admin.Exists(t.Context(), RedisKey(key)).Result(); err != nil || n != 0 {
+		t.Fatalf("node 0 kept a key (%d, %v): the script wrote before INFO failed", n, err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// With two nodes without INFO, there is no majority, and the error says why.
+	if err := Admin(t, nodes[1]).Do(t.Context(), "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients[1] = Clients(t, nodes[1:2], func(o *redis.Options) { o.Username, o.Password = "noinfo", "pw" })[0]
+	c2 := newClient(t, clients, redlock.WithTTL(time.Minute))
+	_, err = c2.TryLock(t.Context(), key)
+	if !errors.Is(err, redlock.ErrNotObtained) || !strings.Contains(err.Error(), "can't run this command") {
+		t.Fatalf("got %v, want ErrNotObtained naming the missing permission", err)
+	}
+	for _, n := range nodes {
+		if k, _ := Admin(t, n).Exists(t.Context(), RedisKey(key)).Result(); k != 0 {
+			t.Fatalf("%s kept a key after a refused attempt", n.Addr)
+		}
+	}
 }
