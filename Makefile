@@ -1,13 +1,15 @@
-# The README's two set-up commands are `make demo` and `make test`. Both
-# install redis-server from Debian's packages when it is missing.
+# The README's two set-up commands are `go run ./cmd/redlock demo` (also
+# `make demo`) and `make test`, which installs redis-server from Debian's
+# packages when it is missing.
 
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: demo test bench bench-go chaos redis-server
 
-demo: redis-server
-	$(GO) run ./examples/quickstart
+# Needs nothing but Go: embedded nodes unless redis-server is installed.
+demo:
+	$(GO) run ./cmd/redlock demo
 
 test: redis-server
 	$(GO) vet ./...

@@ -9,10 +9,11 @@ import (
 	"time"
 )
 
-// errRestarted is the reason of a grant that did not count: the node came
-// back as a new process (a new run_id) less than the guard's period ago, so
-// it may have forgotten grants it made to others before.
-var errRestarted = errors.New("redlock: node restarted recently; its grant does not count (WithRestartGuard)")
+// ErrNodeRestarted is a node's reason in a [QuorumError] when its grant did
+// not count: the node came back as a new process (a new run_id) less than
+// the restart guard's period ago, so it may have forgotten grants it made to
+// others before (see [WithRestartGuard]).
+var ErrNodeRestarted = errors.New("redlock: node restarted recently; its grant does not count (WithRestartGuard)")
 
 // restartGuard is the Redlock spec's "delayed restart" rule, enforced by the
 // client: each acquire script also reports its node's run_id when it is not

@@ -923,7 +923,7 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 		var err error
 		switch {
 		case res.guarded:
-			err = errRestarted
+			err = ErrNodeRestarted
 		case res.status == statusOK, res.status == statusRefreshed:
 			continue
 		case res.status == statusHeld:

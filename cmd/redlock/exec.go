@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// forwarded are the signals exec passes on to the command.
+var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+func runExec(args []string, stdout, stderr io.Writer) int {
+	const name = "exec"
+	fs := newFlags(name, "[flags] KEY -- COMMAND [ARGS...]", stderr)
+	var nf nodeFlags
+	nf.register(fs)
+	wait := fs.Duration("wait", 0, "how long to wait for the lock; 0 tries once")
+	ttl := fs.Duration("ttl", 30*time.Second, "the lock's TTL; it is extended every TTL/3 while COMMAND runs")
+	fencing := fs.Bool("fencing", false, "hand out a fencing token, passed to COMMAND as $REDLOCK_FENCE")
+	host, _ := os.Hostname()
+	meta := fs.String("metadata", fmt.Sprintf("host=%s pid=%d", host, os.Getpid()), "text stored with the lock, shown by inspect")
+	grace := fs.Duration("grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL (default TTL/20)")
+	maxHold := fs.Duration("max-hold", 24*time.Hour, "give the lock up (as lost) after this long, at most 720h")
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return usageError(stderr, name, "missing KEY and COMMAND")
+	}
+	key, command := rest[0], rest[1:]
+	if len(command) > 0 && command[0] == "--" {
+		command = command[1:]
+	}
+	if len(command) == 0 {
+		return usageError(stderr, name, "missing COMMAND after %s --", key)
+	}
+	if *wait < 0 {
+		return usageError(stderr, name, "--wait %v is negative", *wait)
+	}
+	if *ttl <= 0 {
+		return usageError(stderr, name, "--ttl %v: want a positive duration", *ttl)
+	}
+	if *grace == 0 {
+		*grace = *ttl / 20
+	}
+	if *grace < 0 {
+		return usageError(stderr, name, "--grace %v is negative", *grace)
+	}
+	clients, err := nf.clients()
+	if err != nil {
+		return usageError(stderr, name, "%v", err)
+	}
+	defer closeAll(clients)
+	opts := append(nf.options(), redlock.WithTTL(*ttl))
+	c, err := redlock.New(clients, opts...)
+	if err != nil {
+		return usageError(stderr, name, "%v", err)
+	}
+	defer c.Close(context.Background())
+
+	lockOpts := []redlock.LockOption{redlock.WithMetadata(*meta), redlock.WithAutoExtend(0), redlock.WithMaxHold(*maxHold)}
+	if *fencing {
+		lockOpts = append(lockOpts, redlock.WithFencing())
+	}
+	// Signals that arrive while waiting for the lock end the wait.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var l *redlock.Lock
+	if *wait == 0 {
+		l, err = c.TryLock(ctx, key, lockOpts...)
+	} else {
+		wctx, wcancel := context.WithTimeout(ctx, *wait)
+		l, err = c.Lock(wctx, key, lockOpts...)
+		wcancel()
+	}
+	if err != nil {
+		status := failureStatus(err)
+		if ctx.Err() != nil {
+			status = exitFailure
+		}
+		fmt.Fprintf(stderr, "redlock exec: %v\n", err)
+		return status
+	}
+	cancel() // stop the waiting goroutine: from now on, signals go to COMMAND
+	return runLocked(l, *grace, command, sigs, stderr)
+}
+
+// runLocked runs command while l is held, forwarding signals, and stops it
+// if the lock is lost. It releases l when the command has exited.
+func runLocked(l *redlock.Lock, grace time.Duration, command []string, sigs chan os.Signal, stderr io.Writer) int {
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := l.Unlock(ctx); err != nil && !errors.Is(err, redlock.ErrReleased) {
+			fmt.Fprintf(stderr, "redlock exec: releasing the lock: %v\n", err)
+		}
+	}()
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+l.Key(), "REDLOCK_TOKEN="+l.Token())
+	if l.Fence() != 0 {
+		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(l.Fence(), 10))
+	}
+	// Its own process group, so that signals reach it once (from us) and
+	// reach its children too; and killed if redlock dies, since the lock
+	// then runs out with nobody to stop the command.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "redlock exec: %v\n", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotRun
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	group := -cmd.Process.Pid
+
+	lost, lostCh := false, l.Lost()
+	var kill <-chan time.Time
+	for {
+		select {
+		case <-exited:
+			if lost {
+				return exitLost
+			}
+			return exitStatus(cmd.ProcessState)
+		case s := <-sigs:
+			_ = syscall.Kill(group, s.(syscall.Signal))
+		case <-lostCh:
+			lost, lostCh = true, nil
+			fmt.Fprintf(stderr, "redlock exec: lock lost (%v): sending SIGTERM to %s, SIGKILL in %v\n", l.Err(), command[0], grace)
+			_ = syscall.Kill(group, syscall.SIGTERM)
+			kill = time.After(grace)
+		case <-kill:
+			_ = syscall.Kill(group, syscall.SIGKILL)
+			kill = nil
+		}
+	}
+}
+
+// exitStatus is the shell's view of how a process ended: its exit code, or
+// 128 + the signal that killed it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// inspectReport is inspect's --json output.
+type inspectReport struct {
+	Key         string       `json:"key"`
+	Nodes       []nodeReport `json:"nodes"`
+	Quorum      int          `json:"quorum"`
+	Reachable   int          `json:"reachable"`
+	Held        bool         `json:"held"` // by a majority
+	Token       string       `json:"token,omitempty"`
+	Metadata    string       `json:"metadata,omitempty"`
+	RemainingMs int64        `json:"remaining_ms,omitempty"` // -1: the keys have no TTL
+}
+
+type nodeReport struct {
+	Node      string `json:"node"`
+	Reachable bool   `json:"reachable"`
+	Held      bool   `json:"held"`
+	Token     string `json:"token,omitempty"`
+	Metadata  string `json:"metadata,omitempty"`
+	PTTLMs    int64  `json:"pttl_ms,omitempty"` // -1: no TTL
+	Fence     uint64 `json:"fence,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+func runInspect(args []string, stdout, stderr io.Writer) int {
+	const name = "inspect"
+	fs := newFlags(name, "[flags] KEY", stderr)
+	var nf nodeFlags
+	nf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	if status, ok := parseFlags(fs, args); !ok {
+		return status
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, name, "want exactly one KEY, got %d arguments", fs.NArg())
+	}
+	key := fs.Arg(0)
+	clients, err := nf.clients()
+	if err != nil {
+		return usageError(stderr, name, "%v", err)
+	}
+	defer closeAll(clients)
+	c, err := redlock.New(clients, nf.options()...)
+	if err != nil {
+		return usageError(stderr, name, "%v", err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.Inspect(ctx, key)
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
+		return failureStatus(err)
+	}
+	r := report(s)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return exitFailure
+		}
+	} else {
+		printTable(stdout, r)
+	}
+	if r.Reachable < r.Quorum {
+		return exitUnreachable
+	}
+	return 0
+}
+
+func report(s *redlock.KeyState) inspectReport {
+	r := inspectReport{Key: s.Key, Quorum: s.Quorum}
+	for _, n := range s.Nodes {
+		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Token: n.Token, Metadata: n.Metadata, Fence: n.Fence}
+		if n.Err != nil {
+			nr.Error = n.Err.Error()
+		} else {
+			r.Reachable++
+		}
+		if n.Held {
+			nr.PTTLMs = n.TTL.Milliseconds()
+			if n.TTL < 0 {
+				nr.PTTLMs = -1
+			}
+		}
+		r.Nodes = append(r.Nodes, nr)
+	}
+	r.Token, r.Metadata, r.Held = s.Holder()
+	if r.Held {
+		r.RemainingMs = s.Remaining().Milliseconds()
+		if s.Remaining() == math.MaxInt64 {
+			r.RemainingMs = -1
+		}
+	}
+	return r
+}
+
+func printTable(w io.Writer, r inspectReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tREACHABLE\tHELD\tHOLDER\tPTTL\tFENCE")
+	for _, n := range r.Nodes {
+		reach, held, holder, pttl, fence := "yes", "no", "-", "-", "-"
+		if !n.Reachable {
+			reach, held = "no", "-"
+		}
+		if n.Held {
+			held, holder = "yes", holderText(n.Token, n.Metadata)
+			pttl = (time.Duration(n.PTTLMs) * time.Millisecond).String()
+			if n.PTTLMs < 0 {
+				pttl = "none"
+			}
+		}
+		if n.Fence != 0 {
+			fence = fmt.Sprint(n.Fence)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, reach, held, holder, pttl, fence)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	for _, n := range r.Nodes {
+		if !n.Reachable {
+			fmt.Fprintf(w, "%s: %s\n", n.Node, n.Error)
+		}
+	}
+	switch {
+	case r.Held:
+		left := (time.Duration(r.RemainingMs) * time.Millisecond).String()
+		if r.RemainingMs < 0 {
+			left = "ever (no TTL)"
+		}
+		fmt.Fprintf(w, "HELD by a majority (%d needed of %d): %s, for %s more\n", r.Quorum, len(r.Nodes), holderText(r.Token, r.Metadata), left)
+	case r.Reachable < r.Quorum:
+		fmt.Fprintf(w, "UNKNOWN: only %d of %d nodes answered, %d needed\n", r.Reachable, len(r.Nodes), r.Quorum)
+	default:
+		fmt.Fprintf(w, "FREE: no token is held by a majority (%d of %d needed)\n", r.Quorum, len(r.Nodes))
+	}
+}
+
+// holderText shows a token shortly, with the metadata.
+func holderText(token, meta string) string {
+	short := token
+	if len(short) > 8 {
+		short = short[:8] + "…"
+	}
+	if meta == "" {
+		return short
+	}
+	return fmt.Sprintf("%s (%s)", short, meta)
+}

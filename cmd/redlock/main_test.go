@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redisproc"
+	"go.uber.org/goleak"
+)
+
+// These tests drive the built binary, against redis-server processes they
+// start on free loopback ports and stop when each test ends.
+
+var binary string // the redlock binary built by TestMain
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "redlock-cmd")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "redlock")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// startNodes starts n redis-servers for the test and returns their URLs,
+// comma-separated, and the servers.
+func startNodes(t *testing.T, n int) (string, []*redisproc.Server) {
+	t.Helper()
+	if _, err := redisproc.Find(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	var urls []string
+	var servers []*redisproc.Server
+	for range n {
+		s, err := redisproc.Start(redisproc.Config{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		urls = append(urls, "redis://"+s.Addr)
+		servers = append(servers, s)
+	}
+	return strings.Join(urls, ","), servers
+}
+
+// client returns a redlock Client over the servers, for holding locks the
+// binary must contend with.
+func client(t *testing.T, servers []*redisproc.Server) *redlock.Client {
+	t.Helper()
+	var cs []redis.UniversalClient
+	for _, s := range servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+		t.Cleanup(func() { _ = rc.Close() })
+		cs = append(cs, rc)
+	}
+	c, err := redlock.New(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// keyCount is how many servers hold key (with the default prefix).
+func keyCount(t *testing.T, servers []*redisproc.Server, key string) int {
+	t.Helper()
+	n := 0
+	for _, s := range servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+		k, err := rc.Exists(context.Background(), "redlock:{"+key+"}").Result()
+		_ = rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += int(k)
+	}
+	return n
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// start runs the binary with args, and env added to its environment.
+func start(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd, &stdout, &stderr
+}
+
+// wait waits for cmd, at most limit, and returns how it ended.
+func wait(t *testing.T, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, began time.Time, limit time.Duration) result {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("redlock %v did not end within %v; stderr: %s", cmd.Args[1:], limit, stderr)
+	}
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), time.Since(began)}
+}
+
+func runBinary(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	began := time.Now()
+	cmd, stdout, stderr := start(t, env, args...)
+	return wait(t, cmd, stdout, stderr, began, 60*time.Second)
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s did not appear within %v", path, limit)
+}
+
+func TestExecRunsCommandUnderLock(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	script := fmt.Sprintf(`echo "$REDLOCK_KEY $REDLOCK_TOKEN $REDLOCK_FENCE" > %s; exit 7`, out)
+	r := runBinary(t, nil, "exec", "--nodes", nodes, "--fencing", "report", "--", "sh", "-c", script)
+	if r.code != 7 {
+		t.Fatalf("exit %d, want the command's 7; stderr: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 3 || f[0] != "report" || len(f[1]) < 16 || f[2] == "0" {
+		t.Fatalf("the command saw %q, want the key, a token and a fencing token", b)
+	}
+	if n := keyCount(t, servers, "report"); n != 0 {
+		t.Fatalf("%d nodes still hold the key after the command exited", n)
+	}
+}
+
+func TestExecNodesFromEnvironment(t *testing.T) {
+	nodes, _ := startNodes(t, 3)
+	r := runBinary(t, []string{"REDLOCK_NODES=" + nodes}, "exec", "envkey", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr: %s", r.code, r.stderr)
+	}
+}
+
+func TestExecNotObtained(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	l, err := client(t, servers).Lock(context.Background(), "busy", redlock.WithMetadata("someone else"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	r := runBinary(t, nil, "exec", "--nodes", nodes, "busy", "--", "touch", ran)
+	if r.code != exitNotObtained {
+		t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitNotObtained, r.stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran without the lock")
+	}
+	r = runBinary(t, nil, "exec", "--nodes", nodes, "--wait", "300ms", "busy", "--", "touch", ran)
+	if r.code != exitNotObtained || r.took < 300*time.Millisecond {
+		t.Fatalf("--wait 300ms: exit %d after %v, want %d after at least 300ms; stderr: %s", r.code, r.took, exitNotObtained, r.stderr)
+	}
+	// Released while exec waits: it gets the lock and runs the command.
+	time.AfterFunc(200*time.Millisecond, func() { _ = l.Unlock(context.Background()) })
+	r = runBinary(t, nil, "exec", "--nodes", nodes, "--wait", "10s", "busy", "--", "touch", ran)
+	if r.code != 0 {
+		t.Fatalf("after the release: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatal("the command did not run once the lock was free")
+	}
+}
+
+// TestExecLockLost: another token takes the key over on every node while
+// the command runs. The command gets SIGTERM, and redlock exits with
+// exitLost; a command that ignores SIGTERM is killed after --grace.
+func TestExecLockLost(t *testing.T) {
+	for _, tc := range []struct {
+		name, trap string
+		term       bool // the command leaves on SIGTERM, writing $DIR/term
+	}{
+		{"stops on SIGTERM", `trap 'echo term > "$DIR/term"; exit 0' TERM`, true},
+		{"ignores SIGTERM", `trap '' TERM`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, servers := startNodes(t, 3)
+			dir := t.TempDir()
+			script := tc.trap + `; touch "$DIR/started"; while :; do sleep 0.05; done`
+			began := time.Now()
+			cmd, stdout, stderr := start(t, []string{"DIR=" + dir}, "exec", "--nodes", nodes, "--ttl", "900ms", "--grace", "300ms", "job", "--", "sh", "-c", script)
+			waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+			for _, s := range servers {
+				rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+				if err := rc.Set(context.Background(), "redlock:{job}", "intruder", time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				_ = rc.Close()
+			}
+			r := wait(t, cmd, stdout, stderr, began, 20*time.Second)
+			if r.code != exitLost {
+				t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitLost, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "lock lost") {
+				t.Fatalf("stderr does not say the lock was lost: %s", r.stderr)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "term")); tc.term && err != nil {
+				t.Fatal("the command did not get SIGTERM")
+			}
+		})
+	}
+}
+
+func TestExecForwardsSignals(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	dir := t.TempDir()
+	script := `trap 'echo hup > "$DIR/hup"' HUP; trap 'exit 3' TERM; touch "$DIR/started"; while :; do sleep 0.05; done`
+	began := time.Now()
+	cmd, stdout, stderr := start(t, []string{"DIR=" + dir}, "exec", "--nodes", nodes, "sig", "--", "sh", "-c", script)
+	waitFile(t, filepath.Join(dir, "started"), 10*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitFile(t, filepath.Join(dir, "hup"), 5*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	r := wait(t, cmd, stdout, stderr, began, 10*time.Second)
+	if r.code != 3 {
+		t.Fatalf("exit %d, want the command's 3 after its TERM trap; stderr: %s", r.code, r.stderr)
+	}
+	if n := keyCount(t, servers, "sig"); n != 0 {
+		t.Fatalf("%d nodes still hold the key", n)
+	}
+}
+
+func TestExecUnreachable(t *testing.T) {
+	var urls []string
+	for range 3 {
+		p, err := redisproc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls = append(urls, fmt.Sprintf("redis://127.0.0.1:%d", p))
+	}
+	r := runBinary(t, nil, "exec", "--nodes", strings.Join(urls, ","), "k", "--", "true")
+	if r.code != exitUnreachable {
+		t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitUnreachable, r.stderr)
+	}
+}
+
+// TestExecHeldWithNodeDown: one node of three is down and the key is held
+// on the other two. The answer is "held elsewhere", not "unreachable", even
+// though the attempt stops before every node has answered.
+func TestExecHeldWithNodeDown(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	if _, err := client(t, servers).Lock(context.Background(), "held"); err != nil {
+		t.Fatal(err)
+	}
+	servers[2].Stop()
+	for range 5 {
+		r := runBinary(t, nil, "exec", "--nodes", nodes, "held", "--", "true")
+		if r.code != exitNotObtained {
+			t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitNotObtained, r.stderr)
+		}
+	}
+}
+
+func TestExecCommandNotFound(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	r := runBinary(t, nil, "exec", "--nodes", nodes, "nf", "--", "/nonexistent/command")
+	if r.code != exitNotFound {
+		t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitNotFound, r.stderr)
+	}
+	if n := keyCount(t, servers, "nf"); n != 0 {
+		t.Fatalf("%d nodes still hold the key", n)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string // in stdout or stderr
+	}{
+		{nil, exitUsage, "Usage:"},
+		{[]string{"help"}, 0, "Exit statuses"},
+		{[]string{"frobnicate"}, exitUsage, "unknown command"},
+		{[]string{"exec", "--help"}, 0, "Usage: redlock exec"},
+		{[]string{"exec"}, exitUsage, "missing KEY"},
+		{[]string{"exec", "k"}, exitUsage, "missing COMMAND"},
+		{[]string{"exec", "--wait", "soon", "k", "--", "true"}, exitUsage, "invalid value"},
+		{[]string{"exec", "--nodes", "bad://x", "k", "--", "true"}, exitUsage, "invalid URL scheme"},
+		{[]string{"exec", "--nodes", "redis://u:secret@127.0.0.1:1,:x", "k", "--", "true"}, exitUsage, "node"},
+		{[]string{"exec", "--nodes", "127.0.0.1:1,127.0.0.1:2", "k", "--", "true"}, exitUsage, "at least 3"},
+		{[]string{"exec", "--nodes", "127.0.0.1:1", "--ttl", "-1s", "k", "--", "true"}, exitUsage, "--ttl -1s"},
+		{[]string{"inspect"}, exitUsage, "exactly one KEY"},
+		{[]string{"demo", "--duration", "1s"}, exitUsage, "too short"},
+		{[]string{"demo", "--node-count", "2"}, exitUsage, "3 to 9"},
+	} {
+		r := runBinary(t, []string{"REDLOCK_NODES="}, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Errorf("redlock %q: exit %d, want %d and %q; output:\n%s%s", tc.args, r.code, tc.code, tc.want, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stderr, "secret") {
+			t.Errorf("redlock %q printed the password: %s", tc.args, r.stderr)
+		}
+		if tc.code == exitUsage && tc.args != nil && tc.want != "invalid value" && strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+			t.Errorf("redlock %q: want a one-line error, got:\n%s", tc.args, r.stderr)
+		}
+	}
+}
+
+func TestInspect(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	c := client(t, servers)
+	l, err := c.Lock(context.Background(), "inspected", redlock.WithMetadata("batch 42"), redlock.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runBinary(t, nil, "inspect", "--nodes", nodes, "inspected")
+	if r.code != 0 || !strings.Contains(r.stdout, "HELD by a majority") || strings.Count(r.stdout, "batch 42") != 4 {
+		t.Fatalf("exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBinary(t, nil, "inspect", "--nodes", nodes, "--json", "inspected")
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("--json: %v\n%s", err, r.stdout)
+	}
+	if !rep.Held || rep.Token != l.Token() || rep.Metadata != "batch 42" || rep.Quorum != 2 || len(rep.Nodes) != 3 ||
+		rep.RemainingMs <= 0 || rep.Nodes[0].Fence == 0 || rep.Nodes[0].PTTLMs <= 0 {
+		t.Fatalf("--json: %+v", rep)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	servers[2].Stop()
+	r = runBinary(t, nil, "inspect", "--nodes", nodes, "inspected")
+	if r.code != 0 || !strings.Contains(r.stdout, "FREE") || !strings.Contains(r.stdout, servers[2].Addr+": dial tcp") {
+		t.Fatalf("after the release, one node down: exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	servers[1].Stop()
+	r = runBinary(t, nil, "inspect", "--nodes", nodes, "inspected")
+	if r.code != exitUnreachable || !strings.Contains(r.stdout, "UNKNOWN") {
+		t.Fatalf("two of three nodes down: exit %d, want %d; output:\n%s%s", r.code, exitUnreachable, r.stdout, r.stderr)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	for _, mode := range []string{"--embedded", "--redis-server"} {
+		t.Run(mode, func(t *testing.T) {
+			if mode == "--redis-server" {
+				startNodes(t, 0) // skips, or fails under CI, without redis-server
+			}
+			r := runBinary(t, nil, "demo", mode, "--duration", "4s")
+			if r.code != 0 {
+				t.Fatalf("exit %d; output:\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			for _, want := range []string{"violations        0", "no majority", "restored", "Summary"} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("output lacks %q:\n%s", want, r.stdout)
+				}
+			}
+			if strings.Contains(r.stdout, "acquisitions      0 ") {
+				t.Errorf("no acquisitions:\n%s", r.stdout)
+			}
+		})
+	}
+}
