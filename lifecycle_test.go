@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,12 @@ func (r *recorder) Observe(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+}
+
+func (r *recorder) snapshot() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
 }
 
 func (r *recorder) kinds() []EventKind {
@@ -509,20 +516,27 @@ func TestObserverEvents(t *testing.T) {
 	fakes := newFakeNodes(3, clk)
 	rec := &recorder{}
 	c := newTestClient(t, fakes, clk, WithObserver(rec))
-	l, err := c.TryLock(t.Context(), "k")
+	type ctxKey struct{}
+	ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
+	l, err := c.TryLock(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Extend(t.Context(), time.Second); err != nil {
+	if err := l.Extend(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Unlock(t.Context()); err != nil {
+	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	fakes[0].set("redlock:{k}", "other", time.Minute)
 	fakes[1].set("redlock:{k}", "other", time.Minute)
-	if _, err := c.TryLock(t.Context(), "k"); err == nil {
+	if _, err := c.TryLock(ctx, "k"); err == nil {
 		t.Fatal("want a refusal")
+	}
+	for _, e := range rec.snapshot() {
+		if e.Context == nil || e.Context.Value(ctxKey{}) != "caller" {
+			t.Fatalf("%v event does not carry the caller's context", e.Kind)
+		}
 	}
 	got := rec.kinds()
 	want := []EventKind{EventAcquired, EventExtended, EventReleased, EventRefused}

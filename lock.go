@@ -190,13 +190,13 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		}
 		l.mu.Unlock()
 		if c.observing() {
-			c.emit(Event{Kind: EventExtended, Key: l.key, Duration: end.Sub(start), Validity: v, Nodes: nodeEvents(c.nodes, r)})
+			c.emit(Event{Kind: EventExtended, Context: ctx, Key: l.key, Duration: end.Sub(start), Validity: v, Nodes: nodeEvents(c.nodes, r)})
 		}
 		return nil
 	}
 	qerr := c.quorumError("extend", l.key, c.nodes, r, 0, ErrNotObtained, ctx)
 	if c.observing() {
-		c.emit(Event{Kind: EventExtendFailed, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
+		c.emit(Event{Kind: EventExtendFailed, Context: ctx, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
 	}
 	if qerr.err != ErrNotObtained {
 		l.invalidate(false)
@@ -291,13 +291,13 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 		c.hand.released(l.rkey, l.token)
 		if c.observing() {
 			now := c.cfg.clock.Now()
-			c.emit(Event{Kind: EventReleased, Key: l.key, Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeEvents(nodes, r)})
+			c.emit(Event{Kind: EventReleased, Context: ctx, Key: l.key, Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeEvents(nodes, r)})
 		}
 		return nil
 	}
 	qerr := c.quorumError("unlock", l.key, nodes, r, already, ErrNotObtained, ctx)
 	if c.observing() {
-		c.emit(Event{Kind: EventReleaseFailed, Key: l.key, Duration: c.cfg.clock.Now().Sub(start), Err: qerr, Nodes: nodeEvents(nodes, r)})
+		c.emit(Event{Kind: EventReleaseFailed, Context: ctx, Key: l.key, Duration: c.cfg.clock.Now().Sub(start), Err: qerr, Nodes: nodeEvents(nodes, r)})
 	}
 	if qerr.err != ErrNotObtained { // nothing left to release
 		l.invalidate(true)
@@ -387,7 +387,7 @@ func (l *Lock) lose(err error) {
 	}
 	c := l.c
 	if c.observing() {
-		c.emit(Event{Kind: EventLost, Key: l.key, Held: c.cfg.clock.Now().Sub(l.acquired), Err: err})
+		c.emit(Event{Kind: EventLost, Context: context.Background(), Key: l.key, Held: c.cfg.clock.Now().Sub(l.acquired), Err: err})
 	}
 	if l.cfg.onLost != nil {
 		l.cfg.onLost(err)

@@ -76,7 +76,12 @@ type NodeEvent struct {
 // Event is what an [Observer] receives. Tokens are never included: anyone
 // with a token can release its lock.
 type Event struct {
-	Kind     EventKind
+	Kind EventKind
+	// Context is the context of the call the event comes from (Lock,
+	// TryLock, Do, Extend, Unlock), for tracing. Events from auto-extension,
+	// and EventLost, carry one without values (from context.Background()).
+	// Never nil.
+	Context  context.Context
 	Key      string        // the lock key as the caller gave it
 	Attempt  int           // EventAcquired, EventRefused: the attempt's number within its Lock call, from 1
 	Duration time.Duration // round events: how long the round took

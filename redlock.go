@@ -789,7 +789,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 		}
 		r.finish(&c.bg, func(i int, res result) { l.lateGrant(ctx, i, res) })
 		if c.observing() {
-			c.emit(Event{Kind: EventAcquired, Key: key, Attempt: n, Duration: end.Sub(start), Validity: v, Nodes: nodeEvents(c.nodes, r)})
+			c.emit(Event{Kind: EventAcquired, Context: ctx, Key: key, Attempt: n, Duration: end.Sub(start), Validity: v, Nodes: nodeEvents(c.nodes, r)})
 		}
 		if err := c.track(l); err != nil {
 			_ = l.Unlock(context.WithoutCancel(ctx))
@@ -826,7 +826,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 	}
 	qerr.retryAfter = c.retryAfter(r, end.Sub(start))
 	if c.observing() {
-		c.emit(Event{Kind: EventRefused, Key: key, Attempt: n, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
+		c.emit(Event{Kind: EventRefused, Context: ctx, Key: key, Attempt: n, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
 	}
 	return nil, qerr
 }
