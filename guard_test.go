@@ -36,12 +36,19 @@ func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (l, held *Loc
 
 func TestRestartGuard(t *testing.T) {
 	clk := newFakeClock()
-	l, held, fakes, b, err := restartScenario(t, clk, WithRestartGuard(time.Minute))
+	rec := &recorder{}
+	l, held, fakes, b, err := restartScenario(t, clk, WithRestartGuard(time.Minute), WithObserver(rec))
 	if err == nil {
 		t.Fatalf("b got the lock (fence %d) while a holds it with %v left: the restarted node's grant counted", l.Fence(), held.Validity())
 	}
 	if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), "restarted recently") || !strings.Contains(err.Error(), "fake0") {
 		t.Fatalf("got %v, want ErrNotObtained naming fake0's restart", err)
+	}
+	// Observers see the discounted grant as a failure, not as "ok".
+	events := rec.snapshot()
+	last := events[len(events)-1]
+	if last.Kind != EventRefused || last.Nodes[0].Outcome != OutcomeFailed || !errors.Is(last.Nodes[0].Err, ErrNodeRestarted) {
+		t.Fatalf("refused event: %+v", last)
 	}
 	// After the period, the restarted node counts again.
 	// a's Unlock finds its key gone from node 0 (forgotten) and never on

@@ -51,7 +51,7 @@ const (
 	OutcomeOurs                           // acquire found our own token (re-entry), refreshed
 	OutcomeHeld                           // another token holds the key
 	OutcomeAbsent                         // no key (extend, release)
-	OutcomeFailed                         // the node answered with an error, or its call failed
+	OutcomeFailed                         // the node answered with an error, its call failed, or its grant did not count (ErrNodeRestarted)
 	OutcomeNoReply                        // no answer before the round was decided or timed out
 )
 
@@ -173,6 +173,8 @@ func nodeEvents(nodes []node, r *round) []NodeEvent {
 		switch {
 		case res == (result{}):
 			ev.Outcome, ev.Err = OutcomeNoReply, errUndecided
+		case res.guarded: // granted, but not counted
+			ev.Outcome, ev.Err = OutcomeFailed, ErrNodeRestarted
 		case res.status == statusOK:
 			ev.Outcome = OutcomeOK
 		case res.status == statusRefreshed:
