@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,11 @@ type Config struct {
 	Dir  string   // data directory; "" means a new temporary one, removed by Close
 	Env  []string // added to the server's environment
 	Args []string // extra redis-server arguments, after the defaults
+
+	// Sentinel starts a Redis Sentinel instead: SentinelConfig is written
+	// to a sentinel.conf in Dir (Sentinel rewrites it as it learns).
+	Sentinel       bool
+	SentinelConfig string
 }
 
 // Server is one redis-server process.
@@ -111,11 +117,21 @@ func (s *Server) startRetrying(port int) error {
 
 func (s *Server) start(port int) error {
 	s.Addr = fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(s.cfg.Bin, append([]string{
-		"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--protected-mode", "no",
-		"--save", "", "--appendonly", "no", "--dir", s.cfg.Dir,
-		"--daemonize", "no", "--loglevel", "warning",
-		"--enable-debug-command", "local"}, s.cfg.Args...)...) // DEBUG RELOAD, for LOADING replies
+	args := []string{"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--protected-mode", "no",
+		"--dir", s.cfg.Dir, "--daemonize", "no", "--loglevel", "warning"}
+	if s.cfg.Sentinel {
+		conf := filepath.Join(s.cfg.Dir, "sentinel.conf")
+		if _, err := os.Stat(conf); err != nil { // a restart keeps what Sentinel learnt
+			if err := os.WriteFile(conf, []byte(s.cfg.SentinelConfig), 0o600); err != nil {
+				return err
+			}
+		}
+		args = append([]string{conf, "--sentinel"}, args...) // the config file comes first
+	} else {
+		args = append(args, "--save", "", "--appendonly", "no",
+			"--enable-debug-command", "local") // DEBUG RELOAD, for LOADING replies
+	}
+	cmd := exec.Command(s.cfg.Bin, append(args, s.cfg.Args...)...)
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if s.cfg.Env != nil {
