@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,4 +131,114 @@ func TestClusterNode(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter was not woken: the Cluster's release notice did not reach it")
 	}
+}
+
+// TestClusterReshardMidRun: two Redis Clusters and one standalone server
+// are the three nodes. Workers in two Clients lock and unlock keys whose
+// slots are being moved from one master of the first cluster to another
+// (redis-cli --cluster reshard, keys migrated with MIGRATE, clients sent
+// MOVED and ASK). No two holders of a key ever overlap, locking goes on
+// during the move, and afterwards both clusters vote.
+func TestClusterReshardMidRun(t *testing.T) {
+	c1, masters := StartCluster(t, 3)
+	c2, _ := StartCluster(t, 3)
+	standalone := StartNodes(t, 1)
+	clients := func() []redis.UniversalClient {
+		s := Clients(t, standalone, func(o *redis.Options) { o.DialerRetries = 1 })
+		return []redis.UniversalClient{c1, c2, s[0]}
+	}
+	// Fencing too: its counter key must be in the lock key's slot (the hash
+	// tag), or the fenced scripts would fail with CROSSSLOT.
+	opts := []redlock.Option{redlock.WithTTL(2 * time.Second), redlock.WithNodeTimeout(200 * time.Millisecond), redlock.WithFencing()}
+	a, b := newClient(t, clients(), opts...), newClient(t, clients(), opts...)
+
+	// Keys in the first 500 slots, which the reshard below moves.
+	var keys []string
+	for i := 0; len(keys) < 6; i++ {
+		k := fmt.Sprintf("reshard:%d:%d", i, time.Now().UnixNano())
+		slot, err := c1.ClusterKeySlot(t.Context(), "redlock:{"+k+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot < 500 {
+			keys = append(keys, k)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var overlaps, acquired atomic.Int64
+	inside := make([]atomic.Int32, len(keys))
+	fences := make([]uint64, len(keys)) // the last fencing token per key, guarded by inside
+	var wg sync.WaitGroup
+	for w, c := range []*redlock.Client{a, a, a, b, b, b} {
+		wg.Go(func() {
+			for i := w; ctx.Err() == nil; i++ {
+				k := i % len(keys)
+				lctx, lcancel := context.WithTimeout(ctx, time.Second)
+				l, err := c.Lock(lctx, keys[k], redlock.WithRetry(redlock.RandomBackoff(time.Millisecond, 10*time.Millisecond)))
+				lcancel()
+				if err != nil {
+					continue
+				}
+				if inside[k].Add(1) != 1 {
+					overlaps.Add(1)
+				} else {
+					if l.Fence() <= fences[k] {
+						overlaps.Add(1) // a token that did not grow
+					}
+					fences[k] = l.Fence()
+				}
+				acquired.Add(1)
+				time.Sleep(time.Millisecond)
+				if l.Validity() <= 0 {
+					overlaps.Add(1)
+				}
+				inside[k].Add(-1)
+				_ = l.Unlock(context.WithoutCancel(ctx))
+			}
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	from, err := Admin(t, masters[0]).Do(t.Context(), "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := Admin(t, masters[1]).Do(t.Context(), "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, _ := exec.LookPath("redis-cli")
+	before := acquired.Load()
+	out, err := exec.Command(cli, "--cluster", "reshard", masters[0].Addr, "--cluster-from", from, "--cluster-to", to,
+		"--cluster-slots", "500", "--cluster-yes").CombinedOutput()
+	during := acquired.Load() - before
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("redis-cli --cluster reshard: %v\n%s", err, out)
+	}
+	if overlaps.Load() != 0 {
+		t.Fatalf("%d overlapping holders, or fencing tokens that did not grow, during the reshard", overlaps.Load())
+	}
+	if during == 0 {
+		t.Fatal("no lock was granted while the slots moved")
+	}
+	// The keys' slots have moved: their first owner redirects to the new one.
+	for _, k := range keys {
+		err := Admin(t, masters[0]).Get(t.Context(), "redlock:{"+k+"}").Err()
+		if err == nil || !strings.Contains(err.Error(), "MOVED") || !strings.Contains(err.Error(), masters[1].Addr) {
+			t.Fatalf("key %q: got %v from the old owner, want MOVED to %s", k, err, masters[1].Addr)
+		}
+	}
+	// Both clusters vote: without the standalone node, both are needed.
+	standalone[0].Pause(t)
+	defer standalone[0].Resume(t)
+	for _, k := range keys {
+		l, err := a.TryLock(t.Context(), k)
+		if err != nil {
+			t.Fatalf("key %q after the reshard, standalone frozen: %v", k, err)
+		}
+		_ = l.Unlock(t.Context())
+	}
+	t.Logf("%d acquisitions, %d while 500 slots moved", acquired.Load(), during)
 }
