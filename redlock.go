@@ -27,7 +27,9 @@
 // docs/design.md for the reasoning and its limits.
 //
 // A failed or cancelled attempt releases the lock on every node that granted
-// it, including nodes whose grant arrives after the attempt ended. Each node
+// it, including nodes whose grant arrives after the attempt ended (a node
+// that never answers within the node timeout can keep the key until its
+// TTL; see docs/design.md). Each node
 // call is bounded by a per-node timeout that the library enforces itself, so
 // a hung node costs neither Lock nor Unlock more than that timeout, and Lock
 // returns as soon as a majority has granted.
@@ -44,7 +46,9 @@
 //	})
 //
 // The library sends its scripts with go-redis's own retries turned off, so
-// MaxRetries does not matter to it.
+// MaxRetries does not matter to it. A node may also be a Redis Cluster
+// client (one vote) or a Sentinel failover client; docs/operations.md covers
+// their caveats, persistence, the ACL rule a lock user needs, and TLS.
 //
 // # Usage
 //
@@ -67,11 +71,15 @@
 // published by the nodes), and waiters of one Client are served in arrival
 // order. [Client.Close] releases what the Client still holds and stops its
 // goroutines and subscriptions; call it at shutdown. [WithObserver] and
-// [WithLogger] report every attempt, extension, loss and release.
+// [WithLogger] report every attempt, extension, loss and release; the
+// module github.com/redlock-go/redlock/otel turns those events into
+// OpenTelemetry metrics and spans.
 //
 // Errors are matched with [errors.Is] against [ErrNotObtained],
-// [ErrLockExpired], [ErrLockLost], [ErrReleased] and [ErrInvalidArgument];
-// a [*QuorumError] (see [errors.As]) tells which node answered what.
+// [ErrLockExpired], [ErrLockLost], [ErrReleased], [ErrClosed] and
+// [ErrInvalidArgument]; a [*QuorumError] (see [errors.As]) tells which node
+// answered what, with [ErrNodeRestarted] for a node the restart guard
+// discounted.
 //
 // All methods of [Client] and [Lock] are safe for concurrent use.
 package redlock

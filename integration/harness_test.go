@@ -221,7 +221,7 @@ func startProcessIn(t testing.TB, dir string, env []string, bin string, port int
 	return n
 }
 
-// stop kills the server (resuming it first if paused) and waits for it.
+// stop kills the server (SIGKILL ends a paused one too) and waits for it.
 func (n *Node) stop() {
 	switch {
 	case n.proc != nil:

@@ -3,13 +3,13 @@ package redlockotel_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redisproc"
+	"github.com/redlock-go/redlock/internal/redistest"
 	redlockotel "github.com/redlock-go/redlock/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -21,26 +21,16 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// startNodes starts n redis-server processes, stopped when the test ends.
+// startNodes starts n redis-server processes, stopped when the test ends,
+// and returns a client for each.
 func startNodes(t *testing.T, n int) ([]redis.UniversalClient, []*redisproc.Server) {
 	t.Helper()
-	if _, err := redisproc.Find(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	var clients []redis.UniversalClient
-	var servers []*redisproc.Server
-	for range n {
-		s, err := redisproc.Start(redisproc.Config{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
+	servers := redistest.Start(t, n)
+	clients := make([]redis.UniversalClient, n)
+	for i, s := range servers {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr, DialerRetries: 1, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = c.Close() })
-		clients, servers = append(clients, c), append(servers, s)
+		clients[i] = c
 	}
 	return clients, servers
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redisproc"
+	"github.com/redlock-go/redlock/internal/redistest"
 	"go.uber.org/goleak"
 )
 
@@ -50,22 +51,10 @@ func TestMain(m *testing.M) {
 // comma-separated, and the servers.
 func startNodes(t *testing.T, n int) (string, []*redisproc.Server) {
 	t.Helper()
-	if _, err := redisproc.Find(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	var urls []string
-	var servers []*redisproc.Server
-	for range n {
-		s, err := redisproc.Start(redisproc.Config{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		urls = append(urls, "redis://"+s.Addr)
-		servers = append(servers, s)
+	servers := redistest.Start(t, n)
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = "redis://" + s.Addr
 	}
 	return strings.Join(urls, ","), servers
 }
