@@ -12,6 +12,12 @@ func drift(ttl time.Duration, factor float64) time.Duration {
 	return time.Duration(float64(ttl)*factor) + driftFloor
 }
 
+// Every duration comes from time.Now's monotonic reading: the start of an
+// attempt, the moment a majority answered, the timers of auto-extension.
+// There is no clock seam: the root package's tests run the library in
+// virtual time with testing/synctest, where time.Now and every timer move
+// only when every goroutine of the test is blocked.
+
 // validity is what is left of a lock whose acquisition began at start and
 // ended (majority reached) at end: ttl − (end − start) − drift, clamped at 0.
 // start and end must come from the same monotonic clock.
@@ -28,14 +34,3 @@ func validity(ttl time.Duration, factor float64, start, end time.Time) time.Dura
 func canBeValid(ttl time.Duration, factor float64) bool {
 	return ttl-drift(ttl, factor) > 0
 }
-
-// clock is the seam through which the library reads the time, so tests can
-// drive validity arithmetic without sleeping. Only validity uses it; node
-// timeouts use real timers.
-type clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

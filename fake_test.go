@@ -12,52 +12,24 @@ import (
 	"time"
 )
 
-// fakeClock is a clock that moves only when told to, or, made by
-// newRealClock, the real clock plus whatever it was told to advance.
-type fakeClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	real bool
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
-
-// newRealClock is for tests that use timers (auto-extension, waiting),
-// which run on real time.
-func newRealClock() *fakeClock { return &fakeClock{real: true} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.real {
-		return time.Now().Add(c.now.Sub(time.Time{}))
-	}
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type fakeEntry struct {
 	value   string
 	expires time.Time // zero: no TTL
 }
 
 // fakeNode implements node with the semantics of the Lua scripts in node.go,
-// expiring keys on a fake clock, plus fault injection.
+// plus fault injection. Keys expire on time.Now: run a test inside
+// synctest.Test and time.Sleep moves every fake node's clock with the
+// library's timers, in virtual time.
 type fakeNode struct {
 	id    string
 	index int
-	clk   *fakeClock
 
 	mu      sync.Mutex
 	keys    map[string]fakeEntry
 	err     error         // every call fails with it
 	gate    chan struct{} // calls wait for it to close, ignoring ctx like go-redis without ContextTimeoutEnabled
-	advance time.Duration // every acquire moves the clock on by this much: a slow node
+	delay   time.Duration // every call takes this long, ignoring ctx: a slow node
 	acqGate chan struct{} // acquires (only) wait for it to close
 	amnesia bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
 	runID   string        // as INFO server reports it
@@ -103,25 +75,27 @@ func (n *fakeNode) publish(key, token string) {
 
 var _ node = (*fakeNode)(nil)
 
-func newFakeNodes(n int, clk *fakeClock) []*fakeNode {
+func newFakeNodes(n int) []*fakeNode {
 	nodes := make([]*fakeNode, n)
 	for i := range nodes {
-		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), index: i, clk: clk, keys: map[string]fakeEntry{}, runID: fmt.Sprintf("fake%d-run0", i)}
+		nodes[i] = &fakeNode{id: fmt.Sprintf("fake%d", i), index: i, keys: map[string]fakeEntry{}, runID: fmt.Sprintf("fake%d-run0", i)}
 	}
 	return nodes
 }
 
 func (n *fakeNode) name() string { return n.id }
 
-// enter waits for the gate and returns the injected error, if any.
+// enter waits for the gate and the node's delay, and returns the injected
+// error, if any.
 func (n *fakeNode) enter() error {
 	n.calls.Add(1)
 	n.mu.Lock()
-	gate, err := n.gate, n.err
+	gate, err, delay := n.gate, n.err, n.delay
 	n.mu.Unlock()
 	if gate != nil {
 		<-gate
 	}
+	time.Sleep(delay)
 	return err
 }
 
@@ -140,7 +114,7 @@ func (n *fakeNode) setErr(err error) {
 // get returns the live entry at key; callers hold n.mu.
 func (n *fakeNode) get(key string) (fakeEntry, bool) {
 	e, ok := n.keys[key]
-	if ok && !e.expires.IsZero() && !n.clk.Now().Before(e.expires) {
+	if ok && !e.expires.IsZero() && !time.Now().Before(e.expires) {
 		delete(n.keys, key)
 		return e, false
 	}
@@ -157,7 +131,7 @@ func (n *fakeNode) set(key, value string, ttl time.Duration) {
 	defer n.mu.Unlock()
 	e := fakeEntry{value: value}
 	if ttl >= 0 {
-		e.expires = n.clk.Now().Add(ttl)
+		e.expires = time.Now().Add(ttl)
 	}
 	n.keys[key] = e
 }
@@ -249,7 +223,6 @@ func (n *fakeNode) fenceWrite(key string, t int64) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
-	n.clk.Advance(n.advance)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c, ok := n.counter(fenceKey(key))
@@ -283,7 +256,6 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
-	n.clk.Advance(n.advance)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.amnesia {
@@ -292,17 +264,17 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	e, ok := n.get(key)
 	switch {
 	case !ok:
-		n.keys[key] = fakeEntry{value: value, expires: n.clk.Now().Add(ttl.Truncate(time.Millisecond))}
+		n.keys[key] = fakeEntry{value: value, expires: time.Now().Add(ttl.Truncate(time.Millisecond))}
 		return result{status: statusOK}
 	case owns(e.value, token):
-		n.keys[key] = fakeEntry{value: value, expires: n.clk.Now().Add(ttl.Truncate(time.Millisecond))}
+		n.keys[key] = fakeEntry{value: value, expires: time.Now().Add(ttl.Truncate(time.Millisecond))}
 		return result{status: statusRefreshed}
 	}
 	holder, _, _ := strings.Cut(e.value, "\x00")
 	if e.expires.IsZero() {
 		return result{status: statusHeld, pttl: -1, value: holder}
 	}
-	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now()), value: holder}
+	return result{status: statusHeld, pttl: e.expires.Sub(time.Now()), value: holder}
 }
 
 // owned returns the live entry at key if token holds it, or else the reply
@@ -327,7 +299,7 @@ func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
 	defer n.mu.Unlock()
 	e, res, mine := n.owned(key, token)
 	if mine {
-		e.expires = n.clk.Now().Add(ttl.Truncate(time.Millisecond))
+		e.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
 		n.keys[key] = e
 	}
 	return res
@@ -347,7 +319,7 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 	case cooldown == 0:
 		delete(n.keys, key)
 	default:
-		e.expires = n.clk.Now().Add(cooldown)
+		e.expires = time.Now().Add(cooldown)
 		n.keys[key] = e
 	}
 	n.mu.Unlock()
@@ -371,14 +343,14 @@ func (n *fakeNode) inspect(key string) result {
 	case e.expires.IsZero():
 		return result{status: statusHeld, pttl: -1, value: e.value, fence: fence}
 	}
-	return result{status: statusHeld, pttl: e.expires.Sub(n.clk.Now()), value: e.value, fence: fence}
+	return result{status: statusHeld, pttl: e.expires.Sub(time.Now()), value: e.value, fence: fence}
 }
 
 var errFakeDown = errors.New("fake: connection refused")
 
-// newTestClient builds a Client over fake nodes with a fake clock, and waits
-// for its background goroutines when the test ends.
-func newTestClient(t testing.TB, fakes []*fakeNode, clk *fakeClock, opts ...Option) *Client {
+// newTestClient builds a Client over fake nodes, and closes it when the test
+// ends.
+func newTestClient(t testing.TB, fakes []*fakeNode, opts ...Option) *Client {
 	t.Helper()
 	nodes := make([]node, len(fakes))
 	for i, f := range fakes {
@@ -387,7 +359,7 @@ func newTestClient(t testing.TB, fakes []*fakeNode, clk *fakeClock, opts ...Opti
 	// A generous node timeout: fakes answer at once, but a loaded 2-core
 	// machine can delay any goroutine by milliseconds. Tests about node
 	// timeouts pass their own, which comes later and wins.
-	c, err := newClient(nodes, append([]Option{withClock(clk), WithAnyNodeCount(), WithNodeTimeout(5 * time.Second)}, opts...))
+	c, err := newClient(nodes, append([]Option{WithAnyNodeCount(), WithNodeTimeout(5 * time.Second)}, opts...))
 	if err != nil {
 		t.Fatalf("newClient: %v", err)
 	}

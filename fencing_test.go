@@ -6,12 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 func TestFencingGrows(t *testing.T) {
-	clk := newFakeClock()
-	c := newTestClient(t, newFakeNodes(5, clk), clk, WithFencing())
+	c := newTestClient(t, newFakeNodes(5), WithFencing())
 	var last uint64
 	for i := range 100 {
 		l, err := c.TryLock(t.Context(), "k")
@@ -41,11 +41,10 @@ func TestFencingGrows(t *testing.T) {
 // that only reaches A bumps it three times, {A,B} locks again, then {B,C}.
 // Without the write-back, {B,C} would hand out a token below the one before.
 func TestFencingCounterexample(t *testing.T) {
-	clk := newFakeClock()
-	fakes := newFakeNodes(3, clk)
+	fakes := newFakeNodes(3)
 	a, b, cNode := fakes[0], fakes[1], fakes[2]
-	c := newTestClient(t, fakes, clk, WithFencing())
-	minority := newTestClient(t, []*fakeNode{a}, clk, WithFencing())
+	c := newTestClient(t, fakes, WithFencing())
+	minority := newTestClient(t, []*fakeNode{a}, WithFencing())
 	lockWith := func(up ...*fakeNode) uint64 {
 		t.Helper()
 		for _, f := range fakes {
@@ -85,12 +84,11 @@ func TestFencingCounterexample(t *testing.T) {
 // TestFencingUnique: nodes that forget their keys grant to everyone at once,
 // so holders overlap; still no two of them get the same token.
 func TestFencingUnique(t *testing.T) {
-	clk := newFakeClock()
-	fakes := newFakeNodes(5, clk)
+	fakes := newFakeNodes(5)
 	for _, f := range fakes {
 		f.amnesia = true
 	}
-	c := newTestClient(t, fakes, clk, WithFencing())
+	c := newTestClient(t, fakes, WithFencing())
 	var mu sync.Mutex
 	seen := map[uint64]int{}
 	var wg sync.WaitGroup
@@ -125,12 +123,11 @@ func TestFencingBadCounter(t *testing.T) {
 		{"near 2^53", fmt.Sprint(maxFence - 2), "2^53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
-			fakes := newFakeNodes(3, clk)
+			fakes := newFakeNodes(3)
 			for _, f := range fakes {
 				f.set("redlock:{k}:fence", tc.value, -1)
 			}
-			c := newTestClient(t, fakes, clk, WithFencing())
+			c := newTestClient(t, fakes, WithFencing())
 			_, err := c.TryLock(t.Context(), "k")
 			if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrNotObtained saying %q", err, tc.want)
@@ -148,13 +145,14 @@ func TestFencingBadCounter(t *testing.T) {
 // acquisition's elapsed time.
 func TestFencingCountsAgainstValidity(t *testing.T) {
 	maxValidity := testTTL - testTTL/100 - 2*time.Millisecond
-	clk := newFakeClock()
-	fakes := newFakeNodes(3, clk)
-	fakes[0].advance = maxValidity * 6 / 10 // in the acquire and again in the write-back
-	fakes[2].setErr(errFakeDown)
-	c := newTestClient(t, fakes, clk, WithFencing(), WithTTL(testTTL))
-	_, err := c.TryLock(t.Context(), "k")
-	if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), "validity ran out") {
-		t.Fatalf("got %v, want a failure for lack of validity", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		fakes[0].delay = maxValidity * 6 / 10 // in the acquire and again in the write-back
+		fakes[2].setErr(errFakeDown)
+		c := newTestClient(t, fakes, WithFencing(), WithTTL(testTTL), WithNodeTimeout(time.Hour))
+		_, err := c.TryLock(t.Context(), "k")
+		if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), "validity ran out") {
+			t.Fatalf("got %v, want a failure for lack of validity", err)
+		}
+	})
 }

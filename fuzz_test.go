@@ -16,8 +16,7 @@ func FuzzLockArgs(f *testing.F) {
 	f.Add("k", "", "T", int64(3*time.Millisecond))
 	f.Add("k", "m", "T", int64(-1))
 	f.Fuzz(func(t *testing.T, key, meta, token string, ttl int64) {
-		clk := newFakeClock()
-		c := newTestClient(t, newFakeNodes(3, clk), clk)
+		c := newTestClient(t, newFakeNodes(3))
 		opts := []LockOption{WithTTL(time.Duration(ttl)), WithMetadata(meta)}
 		if token != "" {
 			opts = append(opts, WithToken(token))
@@ -104,15 +103,14 @@ func FuzzOptions(f *testing.F) {
 		if n < 0 || n > 100 {
 			n = 3
 		}
-		clk := newFakeClock()
-		fakes := newFakeNodes(n, clk)
+		fakes := newFakeNodes(n)
 		nodes := make([]node, n)
 		for i, f := range fakes {
 			nodes[i] = f
 		}
 		c, err := newClient(nodes, []Option{WithDriftFactor(drift), WithNodeTimeout(time.Duration(nodeTimeout)),
 			WithRestartGuard(time.Duration(guard)), WithMaxHold(time.Duration(maxHold)),
-			WithAutoExtend(time.Duration(every)), WithKeyPrefix(prefix), WithAnyNodeCount(), withClock(clk)})
+			WithAutoExtend(time.Duration(every)), WithKeyPrefix(prefix), WithAnyNodeCount()})
 		if err != nil {
 			if !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("got %v, want ErrInvalidArgument", err)

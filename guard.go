@@ -26,7 +26,6 @@ var ErrNodeRestarted = errors.New("redlock: node restarted recently; its grant d
 // them but does not act on them.
 type restartGuard struct {
 	period time.Duration
-	clock  clock
 	multi  []bool // per node: a Cluster, with one run_id per shard
 
 	mu    sync.Mutex
@@ -35,8 +34,8 @@ type restartGuard struct {
 	list  atomic.Value // string: every id heard, joined, for the scripts
 }
 
-func newRestartGuard(period time.Duration, clk clock, multi []bool) *restartGuard {
-	g := &restartGuard{period: period, clock: clk, multi: multi,
+func newRestartGuard(period time.Duration, multi []bool) *restartGuard {
+	g := &restartGuard{period: period, multi: multi,
 		ids: make([][]string, len(multi)), until: make([]time.Time, len(multi))}
 	g.list.Store(any(","))
 	return g
@@ -48,7 +47,7 @@ func (g *restartGuard) known() any { return g.list.Load() }
 // check records node i's run_id from an acquire reply and marks a grant
 // that must not count.
 func (g *restartGuard) check(i int, r *result) {
-	now := g.clock.Now()
+	now := time.Now()
 	g.mu.Lock()
 	if id := r.runID; id != "" && !slices.Contains(g.ids[i], id) {
 		switch {

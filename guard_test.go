@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -11,11 +12,11 @@ import (
 // restarts without persistence, forgetting a's key; b, which knew every
 // node before, then tries k. It returns b's lock or error, and whether a's
 // lock is still valid.
-func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (l, held *Lock, fakes []*fakeNode, b *Client, err error) {
+func restartScenario(t *testing.T, opts ...Option) (l, held *Lock, fakes []*fakeNode, b *Client, err error) {
 	t.Helper()
-	fakes = newFakeNodes(3, clk)
-	a := newTestClient(t, fakes, clk, opts...)
-	b = newTestClient(t, fakes, clk, opts...)
+	fakes = newFakeNodes(3)
+	a := newTestClient(t, fakes, opts...)
+	b = newTestClient(t, fakes, opts...)
 	warm, err := b.TryLock(t.Context(), "warm-up")
 	if err != nil {
 		t.Fatal(err)
@@ -35,9 +36,12 @@ func restartScenario(t *testing.T, clk *fakeClock, opts ...Option) (l, held *Loc
 }
 
 func TestRestartGuard(t *testing.T) {
-	clk := newFakeClock()
+	synctest.Test(t, testRestartGuard)
+}
+
+func testRestartGuard(t *testing.T) {
 	rec := &recorder{}
-	l, held, fakes, b, err := restartScenario(t, clk, WithRestartGuard(time.Minute), WithObserver(rec))
+	l, held, fakes, b, err := restartScenario(t, WithRestartGuard(time.Minute), WithObserver(rec))
 	if err == nil {
 		t.Fatalf("b got the lock (fence %d) while a holds it with %v left: the restarted node's grant counted", l.Fence(), held.Validity())
 	}
@@ -57,14 +61,14 @@ func TestRestartGuard(t *testing.T) {
 	if err := held.Unlock(t.Context()); !errors.Is(err, ErrLockExpired) {
 		t.Fatalf("a's Unlock: got %v, want ErrLockExpired", err)
 	}
-	clk.Advance(time.Minute)
+	time.Sleep(time.Minute)
 	for _, f := range fakes {
 		f.mu.Lock()
 		delete(f.keys, "redlock:{k}")
 		f.mu.Unlock()
 	}
 	fakes[1].setErr(errFakeDown) // only {0, 2}: node 0 must count
-	c := newTestClient(t, fakes, clk, WithRestartGuard(time.Minute))
+	c := newTestClient(t, fakes, WithRestartGuard(time.Minute))
 	if _, err := c.TryLock(t.Context(), "k"); err != nil {
 		t.Fatalf("a new Client, which never knew node 0 before: %v", err)
 	}
@@ -73,8 +77,7 @@ func TestRestartGuard(t *testing.T) {
 // TestRestartGuardOffIsUnsafe is the canary: the same scenario without the
 // guard gives two holders, so the test above proves something.
 func TestRestartGuardOffIsUnsafe(t *testing.T) {
-	clk := newFakeClock()
-	l, held, _, _, err := restartScenario(t, clk, WithRestartGuard(0))
+	l, held, _, _, err := restartScenario(t, WithRestartGuard(0))
 	if err != nil {
 		t.Fatalf("without the guard b should have got the lock (the unsafe case this test shows): %v", err)
 	}
@@ -84,8 +87,7 @@ func TestRestartGuardOffIsUnsafe(t *testing.T) {
 }
 
 func TestRestartGuardOption(t *testing.T) {
-	clk := newFakeClock()
-	fakes := newFakeNodes(3, clk)
+	fakes := newFakeNodes(3)
 	nodes := []node{fakes[0], fakes[1], fakes[2]}
 	for _, d := range []time.Duration{-1, MaxTTL + 1} {
 		if _, err := newClient(nodes, []Option{WithRestartGuard(d)}); !errors.Is(err, ErrInvalidArgument) {

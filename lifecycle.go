@@ -59,14 +59,14 @@ func (l *Lock) extendLoop(x *extender) {
 		if !capped && next.Before(deadline) {
 			wake = next
 		}
-		t := time.NewTimer(wake.Sub(c.cfg.clock.Now()))
+		t := time.NewTimer(wake.Sub(time.Now()))
 		select {
 		case <-x.stop:
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		now := c.cfg.clock.Now()
+		now := time.Now()
 		if !now.Before(deadline) {
 			switch {
 			case capped:

@@ -125,14 +125,14 @@ func (l *Lock) Until() time.Time {
 // was released, or a failed Extend found it gone or held by another token.
 // It is a local, conservative estimate that already deducts drift.
 func (l *Lock) Validity() time.Duration {
-	return max(l.Until().Sub(l.c.cfg.clock.Now()), 0)
+	return max(l.Until().Sub(time.Now()), 0)
 }
 
 // invalidate marks the lock as no longer valid.
 func (l *Lock) invalidate(released bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now := l.c.cfg.clock.Now(); l.until.After(now) {
+	if now := time.Now(); l.until.After(now) {
 		l.until = now
 	}
 	l.released = l.released || released
@@ -178,15 +178,15 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
 	}
 	o := newOp(opExtend, l.rkey, l.token, "", ttl)
-	start := c.cfg.clock.Now()
+	start := time.Now()
 	r := fanOut(ctx, c.work, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.won, c.observing()) // on failure, hear every node: "lost" and "expired" differ
-	end := c.cfg.clock.Now()
+	end := time.Now()
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
 		l.mu.Lock()
 		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
 		if l.lostTimer != nil {
-			l.lostTimer.Reset(l.until.Sub(c.cfg.clock.Now()))
+			l.lostTimer.Reset(l.until.Sub(time.Now()))
 		}
 		l.mu.Unlock()
 		if c.observing() {
@@ -276,11 +276,11 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// the same key counts against itself, which with one node down already
 	// costs that Lock a node timeout. (Returning at a majority measured
 	// about 18% faster on 5 local nodes; see docs/performance.md.)
-	start := c.cfg.clock.Now()
+	start := time.Now()
 	r := fanOut(ctx, c.work, nodes, max(c.Quorum()-already, 0), c.nodeTimeout(ttl), o, nil, c.observing())
 	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
 	for j, res := range r.results {
-		if res != (result{}) {
+		if res.answered {
 			l.onRelease(ctx, index(j), res)
 		}
 	}
@@ -290,14 +290,14 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 		c.untrack(l)
 		c.hand.released(l.rkey, l.token)
 		if c.observing() {
-			now := c.cfg.clock.Now()
+			now := time.Now()
 			c.emit(Event{Kind: EventReleased, Context: ctx, Key: l.key, Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeEvents(nodes, r)})
 		}
 		return nil
 	}
 	qerr := c.quorumError("unlock", l.key, nodes, r, already, ErrNotObtained, ctx)
 	if c.observing() {
-		c.emit(Event{Kind: EventReleaseFailed, Context: ctx, Key: l.key, Duration: c.cfg.clock.Now().Sub(start), Err: qerr, Nodes: nodeEvents(nodes, r)})
+		c.emit(Event{Kind: EventReleaseFailed, Context: ctx, Key: l.key, Duration: time.Now().Sub(start), Err: qerr, Nodes: nodeEvents(nodes, r)})
 	}
 	if qerr.err != ErrNotObtained { // nothing left to release
 		l.invalidate(true)
@@ -327,7 +327,7 @@ func (l *Lock) Lost() <-chan struct{} {
 		case l.ext == nil:
 			// No goroutine: a timer ends the lock when its validity runs out
 			// (Extend moves it).
-			l.lostTimer = time.AfterFunc(l.until.Sub(l.c.cfg.clock.Now()), func() {
+			l.lostTimer = time.AfterFunc(l.until.Sub(time.Now()), func() {
 				l.lose(fmt.Errorf("%w: validity ran out", ErrLockExpired))
 			})
 		}
@@ -387,7 +387,7 @@ func (l *Lock) lose(err error) {
 	}
 	c := l.c
 	if c.observing() {
-		c.emit(Event{Kind: EventLost, Context: context.Background(), Key: l.key, Held: c.cfg.clock.Now().Sub(l.acquired), Err: err})
+		c.emit(Event{Kind: EventLost, Context: context.Background(), Key: l.key, Held: time.Now().Sub(l.acquired), Err: err})
 	}
 	if l.cfg.onLost != nil {
 		l.cfg.onLost(err)

@@ -283,11 +283,16 @@ const (
 
 // result is one node's outcome.
 type result struct {
-	status status
-	pttl   time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
-	value  string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
-	fence  int64         // a fenced acquire's grant: the node's new fence counter
-	runID  string        // acquire: the node's run_id, when it was not among those known
+	// answered: the node's call returned within its round, with an answer
+	// or an error. A node not answered yet when the round was decided has
+	// neither answered nor err; one that missed the round's deadline has
+	// err and not answered.
+	answered bool
+	status   status
+	pttl     time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
+	value    string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
+	fence    int64         // a fenced acquire's grant: the node's new fence counter
+	runID    string        // acquire: the node's run_id, when it was not among those known
 	// guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
 	guarded bool
@@ -295,6 +300,10 @@ type result struct {
 }
 
 func (r result) ok() bool { return !r.guarded && (r.status == statusOK || r.status == statusRefreshed) }
+
+// undecided reports whether the node had not answered when its round was
+// decided: its reply is handled when it comes.
+func (r result) undecided() bool { return !r.answered && r.err == nil }
 
 // releaseSuffix ends the channel on which a key's releases are published.
 const releaseSuffix = ":released"

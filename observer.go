@@ -171,8 +171,10 @@ func nodeEvents(nodes []node, r *round) []NodeEvent {
 			ev.Latency = r.latency[i]
 		}
 		switch {
-		case res == (result{}):
+		case res.undecided():
 			ev.Outcome, ev.Err = OutcomeNoReply, errUndecided
+		case !res.answered: // missed the round's deadline
+			ev.Outcome, ev.Err = OutcomeNoReply, res.err
 		case res.guarded: // granted, but not counted
 			ev.Outcome, ev.Err = OutcomeFailed, ErrNodeRestarted
 		case res.status == statusOK:
@@ -185,9 +187,6 @@ func nodeEvents(nodes []node, r *round) []NodeEvent {
 			ev.Outcome = OutcomeAbsent
 		default:
 			ev.Outcome, ev.Err = OutcomeFailed, res.err
-			if ev.Latency == 0 {
-				ev.Outcome = OutcomeNoReply
-			}
 		}
 		evs[i] = ev
 	}

@@ -128,6 +128,10 @@ func fanOut(ctx context.Context, w *workers, nodes []node, need int, timeout tim
 	for i := range n {
 		w.run(func() {
 			res := nodes[i].do(rctx, o)
+			res.answered = true
+			if res.status == statusFailed && res.err == nil {
+				res.err = errNoResult
+			}
 			if o.guard != nil { // acquire ops go to every node: i is the node's index
 				o.guard.check(i, &res)
 			}
@@ -138,9 +142,6 @@ func fanOut(ctx context.Context, w *workers, nodes []node, need int, timeout tim
 		select {
 		case x := <-r.replies:
 			r.pending--
-			if x.r == (result{}) {
-				x.r.err = errNoResult // keep "zero result" meaning "not answered"
-			}
 			r.results[x.i] = x.r
 			if timed {
 				r.latency[x.i] = time.Since(start)
@@ -158,7 +159,7 @@ func fanOut(ctx context.Context, w *workers, nodes []node, need int, timeout tim
 				err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
 			}
 			for i := range r.results {
-				if r.results[i] == (result{}) { // not answered: answers are never the zero result
+				if !r.results[i].answered {
 					r.results[i] = result{err: err}
 					r.tally.against++
 				}

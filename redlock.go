@@ -233,7 +233,6 @@ type config struct {
 	nodeTimeout time.Duration // 0: TTL / DefaultNodeTimeoutDivisor
 	prefix      string
 	anyCount    bool
-	clock       clock
 	observers   []Observer
 	guard       time.Duration // restart guard period; 0 off
 	guardSet    bool
@@ -465,11 +464,6 @@ func WithAnyNodeCount() Option {
 	return clientOption(func(c *config) { c.anyCount = true })
 }
 
-// withClock replaces the clock used for validity (tests only).
-func withClock(clk clock) Option {
-	return clientOption(func(c *config) { c.clock = clk })
-}
-
 func checkDuration(what string, d time.Duration) error {
 	switch {
 	case d < MinTTL:
@@ -531,7 +525,6 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		lock:   lockConfig{ttl: DefaultTTL, retry: defaultRetry, maxHold: DefaultMaxHold},
 		drift:  DefaultDriftFactor,
 		prefix: DefaultKeyPrefix,
-		clock:  systemClock{},
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -568,7 +561,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 				_, multi[i] = rn.client.(*redis.ClusterClient)
 			}
 		}
-		c.guard = newRestartGuard(cfg.guard, cfg.clock, multi)
+		c.guard = newRestartGuard(cfg.guard, multi)
 	}
 	return c, nil
 }
@@ -768,7 +761,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 		kind = opAcquireFenced
 	}
 	o := newOp(kind, rkey, token, encodeValue(token, lc.meta), ttl).withGuard(c.guard)
-	start := c.cfg.clock.Now()
+	start := time.Now()
 	r := fanOut(ctx, c.work, c.nodes, c.Quorum(), c.nodeTimeout(ttl), o, tally.decided, c.observing())
 	won, fence, wr := r.tally.won(), int64(0), (*round)(nil)
 	if won && lc.fencing {
@@ -783,7 +776,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 		wr.finish(&c.bg, nil)
 		won = wr.tally.won()
 	}
-	end := c.cfg.clock.Now()
+	end := time.Now()
 	if v := validity(ttl, c.cfg.drift, start, end); won && v > 0 {
 		l := &Lock{
 			c: c, key: key, rkey: rkey, token: token, meta: lc.meta, cfg: *lc, fence: fence,
@@ -791,7 +784,7 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 			nodes: make([]nodeState, len(c.nodes)),
 		}
 		for i, res := range r.results {
-			if res == (result{}) {
+			if !res.answered {
 				l.nodes[i].acquire = latePending
 			}
 		}
@@ -940,7 +933,7 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 			expired, err = true, ErrLockExpired
 		default:
 			err = res.err
-			if res == (result{}) {
+			if res.undecided() {
 				err = errUndecided
 			}
 		}

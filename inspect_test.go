@@ -1,0 +1,42 @@
+package redlock
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestInspect(t *testing.T) {
+	synctest.Test(t, testInspect)
+}
+
+func testInspect(t *testing.T) {
+	fakes := newFakeNodes(5)
+	c := newTestClient(t, fakes)
+	s, err := c.Inspect(t.Context(), "k")
+	require.NoError(t, err)
+	_, _, ok := s.Holder()
+	require.False(t, ok, "empty key has a holder")
+	require.Zero(t, s.Remaining(), "empty key")
+	l := lockAll(t, c, "k", WithTTL(10*time.Second), WithMetadata("host=a pid=1"))
+	fakes[0].set("redlock:{k}", l.Token(), time.Second)
+	fakes[1].set("redlock:{k}", l.Token(), 2*time.Second)
+	fakes[3].set("redlock:{k}", "other", -1)
+	fakes[4].setErr(errFakeDown)
+	s, err = c.Inspect(t.Context(), "k")
+	require.NoError(t, err)
+	tok, meta, ok := s.Holder()
+	require.True(t, ok)
+	require.Equal(t, l.Token(), tok)
+	require.Equal(t, "host=a pid=1", meta)
+	require.Equal(t, time.Second, s.Remaining(), "the third-longest of 1 s, 2 s and 10 s")
+	require.True(t, s.Nodes[3].Held)
+	require.Equal(t, "other", s.Nodes[3].Token)
+	require.EqualValues(t, -1, s.Nodes[3].TTL)
+	require.Error(t, s.Nodes[4].Err)
+	require.False(t, s.Nodes[4].Held)
+	_, err = c.Inspect(t.Context(), "")
+	require.ErrorIs(t, err, ErrInvalidArgument, "empty key")
+}

@@ -1,0 +1,126 @@
+package redlock
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// recorder is an Observer that keeps every event.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) Observe(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) snapshot() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+func (r *recorder) kinds() []EventKind {
+	var ks []EventKind
+	for _, e := range r.snapshot() {
+		ks = append(ks, e.Kind)
+	}
+	return ks
+}
+
+func (r *recorder) count(k EventKind) int {
+	n := 0
+	for _, x := range r.kinds() {
+		if x == k {
+			n++
+		}
+	}
+	return n
+}
+
+func TestObserverEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		for i, f := range fakes {
+			f.delay = time.Duration(i+1) * time.Millisecond
+		}
+		rec := &recorder{}
+		c := newTestClient(t, fakes, WithObserver(rec))
+		type ctxKey struct{}
+		ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
+		l, err := c.TryLock(ctx, "k")
+		require.NoError(t, err)
+		require.NoError(t, l.Extend(ctx, time.Second))
+		require.NoError(t, l.Unlock(ctx))
+		fakes[0].set("redlock:{k}", "other", time.Minute)
+		fakes[1].set("redlock:{k}", "other", time.Minute)
+		_, err = c.TryLock(ctx, "k")
+		require.Error(t, err, "want a refusal")
+		for _, e := range rec.snapshot() {
+			require.NotNil(t, e.Context)
+			require.Equal(t, "caller", e.Context.Value(ctxKey{}), "%v event does not carry the caller's context", e.Kind)
+		}
+		require.Equal(t, []EventKind{EventAcquired, EventExtended, EventReleased, EventRefused}, rec.kinds())
+		events := rec.snapshot()
+		acq := events[0]
+		require.Equal(t, "k", acq.Key)
+		require.Equal(t, 1, acq.Attempt)
+		require.Equal(t, 2*time.Millisecond, acq.Duration, "the majority answered after 2 ms")
+		require.Equal(t, 10*time.Second-102*time.Millisecond-2*time.Millisecond, acq.Validity)
+		require.Equal(t, []NodeEvent{
+			{Node: "fake0", Outcome: OutcomeOK, Latency: time.Millisecond},
+			{Node: "fake1", Outcome: OutcomeOK, Latency: 2 * time.Millisecond},
+			{Node: "fake2", Outcome: OutcomeNoReply, Err: errUndecided},
+		}, acq.Nodes)
+		ref := events[3]
+		require.ErrorIs(t, ref.Err, ErrNotObtained)
+		assert.Equal(t, OutcomeHeld, ref.Nodes[0].Outcome)
+		assert.Equal(t, OutcomeHeld, ref.Nodes[1].Outcome)
+	})
+}
+
+func TestLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes, WithLogger(logger))
+		l, err := c.TryLock(t.Context(), "job", WithTTL(100*time.Millisecond), WithAutoExtend(0))
+		require.NoError(t, err)
+		c.bg.Wait()
+		fakes[1].setErr(errFakeDown)
+		fakes[2].setErr(errFakeDown)
+		<-l.Lost()
+		mu.Lock()
+		out := buf.String()
+		mu.Unlock()
+		for _, want := range []string{`level=DEBUG msg="redlock acquired" key=job`, `level=WARN msg="redlock extend-failed"`, `level=ERROR msg="redlock lost"`, `fake1.outcome=failed`} {
+			assert.Contains(t, out, want)
+		}
+		assert.NotContains(t, out, l.Token(), "the log contains the lock's token")
+	})
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}

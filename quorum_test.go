@@ -1,0 +1,207 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestQuorum(t *testing.T) {
+	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
+		assert.Equal(t, want, quorum(n), "quorum(%d)", n)
+	}
+	for _, tc := range []struct {
+		t                 tally
+		won, lost, decide bool
+	}{
+		{tally{n: 5, need: 3}, false, false, false},
+		{tally{n: 5, need: 3, ok: 3}, true, false, true},
+		{tally{n: 5, need: 3, ok: 2, against: 2}, false, false, false},
+		{tally{n: 5, need: 3, ok: 2, against: 3}, false, true, true},
+		{tally{n: 3, need: 2, against: 2}, false, true, true},
+	} {
+		assert.Equal(t, tc.won, tc.t.won(), "%+v won", tc.t)
+		assert.Equal(t, tc.lost, tc.t.lost(), "%+v lost", tc.t)
+		assert.Equal(t, tc.decide, tc.t.decided(), "%+v decided", tc.t)
+	}
+}
+
+// TestQuorumMasks runs every combination of granting, refusing and failing
+// nodes for N = 3, 5 and 7: the lock is obtained exactly when a majority
+// granted, a failed attempt leaves none of its keys behind, and a foreign
+// holder's key is never touched.
+func TestQuorumMasks(t *testing.T) {
+	for _, n := range []int{3, 5, 7} {
+		t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) {
+			combos := int(math.Pow(3, float64(n)))
+			for mask := range combos {
+				fakes := newFakeNodes(n)
+				kinds := make([]int, n) // 0 grants, 1 refuses (held by another token), 2 fails
+				grants := 0
+				for i, m := 0, mask; i < n; i, m = i+1, m/3 {
+					kinds[i] = m % 3
+					switch kinds[i] {
+					case 0:
+						grants++
+					case 1:
+						fakes[i].set("redlock:{k}", "other", time.Minute)
+					case 2:
+						fakes[i].setErr(errFakeDown)
+					}
+				}
+				c := newTestClient(t, fakes)
+				l, err := c.TryLock(t.Context(), "k")
+				if want := grants >= n/2+1; (err == nil) != want {
+					t.Fatalf("kinds %v: got err %v, want success %v", kinds, err, want)
+				}
+				if err != nil {
+					var qe *QuorumError
+					if !errors.As(err, &qe) || !errors.Is(err, ErrNotObtained) {
+						t.Fatalf("kinds %v: got %v, want a QuorumError matching ErrNotObtained", kinds, err)
+					}
+					// Fail-fast may decide before every grant arrived.
+					if qe.Granted > grants || qe.Quorum != n/2+1 || len(qe.Nodes)+qe.Granted != n {
+						t.Fatalf("kinds %v: got granted %d quorum %d nodes %d", kinds, qe.Granted, qe.Quorum, len(qe.Nodes))
+					}
+				} else if err := l.Unlock(t.Context()); err != nil {
+					t.Fatalf("kinds %v: Unlock: %v", kinds, err)
+				}
+				c.bg.Wait()
+				for i, f := range fakes {
+					v, held := f.value("redlock:{k}")
+					if kinds[i] == 1 && v != "other" {
+						t.Fatalf("kinds %v: node %d: foreign holder's key is %q, want it untouched", kinds, i, v)
+					}
+					if kinds[i] == 0 && held {
+						t.Fatalf("kinds %v: node %d still holds %q after the attempt ended", kinds, i, v)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestReturnsOnMajority: Lock does not wait for nodes that have not answered
+// once a majority granted, even if they never honour the context: in virtual
+// time it returns at the very instant it started.
+func TestReturnsOnMajority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		gate := make(chan struct{})
+		fakes[1].setGate(gate)
+		fakes[3].setGate(gate)
+		c := newTestClient(t, fakes, WithNodeTimeout(time.Hour))
+		start := time.Now()
+		l, err := c.TryLock(context.Background(), "k")
+		require.NoError(t, err)
+		require.Zero(t, time.Since(start), "TryLock waited for the nodes that had not answered")
+		close(gate)
+		c.bg.Wait() // the two late grants belong to our lock
+		for i, f := range fakes {
+			v, _ := f.value("redlock:{k}")
+			require.Equal(t, l.Token(), v, "node %d", i)
+		}
+		require.NoError(t, l.Unlock(t.Context()))
+		c.bg.Wait()
+		for i, f := range fakes {
+			_, held := f.value("redlock:{k}")
+			require.False(t, held, "node %d still holds the key after Unlock", i)
+		}
+	})
+}
+
+// TestFailsFast: once a majority is impossible the attempt ends without
+// waiting for the rest.
+func TestFailsFast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		gate := make(chan struct{})
+		defer close(gate)
+		fakes[0].setGate(gate)
+		fakes[1].setGate(gate)
+		for _, f := range fakes[2:] {
+			f.setErr(errFakeDown)
+		}
+		c := newTestClient(t, fakes, WithNodeTimeout(time.Hour))
+		start := time.Now()
+		_, err := c.TryLock(context.Background(), "k")
+		require.Zero(t, time.Since(start), "TryLock waited although a majority was impossible")
+		var qe *QuorumError
+		require.ErrorAs(t, err, &qe)
+		require.Len(t, qe.Nodes, 5)
+		for _, ne := range qe.Nodes[:2] {
+			assert.ErrorIs(t, ne.Err, errUndecided, "node %s", ne.Node)
+		}
+		for _, ne := range qe.Nodes[2:] {
+			assert.ErrorIs(t, ne.Err, errFakeDown, "node %s: want its own error", ne.Node)
+		}
+	})
+}
+
+// TestNodeTimeout: a node that ignores its context is cut off at exactly
+// the node timeout; its timeout is not the caller's, and its late grant is
+// released.
+func TestNodeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		gate := make(chan struct{})
+		fakes[2].setGate(gate)
+		fakes[1].set("redlock:{k}", "other", time.Minute)
+		c := newTestClient(t, fakes, WithNodeTimeout(20*time.Millisecond))
+		start := time.Now()
+		_, err := c.TryLock(t.Context(), "k")
+		require.Equal(t, 20*time.Millisecond, time.Since(start))
+		require.ErrorIs(t, err, ErrNotObtained)
+		require.NotErrorIs(t, err, context.DeadlineExceeded, "one node's timeout must not look like the caller's deadline")
+		var qe *QuorumError
+		require.ErrorAs(t, err, &qe)
+		last := qe.Nodes[len(qe.Nodes)-1]
+		require.Equal(t, "fake2", last.Node)
+		require.ErrorIs(t, last.Err, context.DeadlineExceeded)
+		_, held := fakes[0].value("redlock:{k}")
+		require.False(t, held, "node 0 still holds the failed attempt's key")
+		close(gate) // the hung node now grants, after the attempt ended
+		c.bg.Wait()
+		v, held := fakes[2].value("redlock:{k}")
+		require.False(t, held, "late grant left %q behind", v)
+	})
+}
+
+// TestWorkersReused: node calls run on goroutines kept for reuse; an idle
+// one exits after workerIdle, and all exit once the Client is closed.
+func TestWorkersReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		opt := goleak.IgnoreCurrent()
+		done := make(chan struct{})
+		w := newWorkers(done)
+		call := func() {
+			ran := make(chan struct{})
+			w.run(func() { close(ran) })
+			<-ran
+			synctest.Wait() // the worker is back to waiting
+		}
+		for range 100 {
+			call()
+		}
+		require.EqualValues(t, 1, w.started.Load(), "100 calls one after the other")
+		time.Sleep(workerIdle - time.Nanosecond)
+		call()
+		require.EqualValues(t, 1, w.started.Load(), "a call just before the idle limit")
+		time.Sleep(workerIdle)
+		call()
+		require.EqualValues(t, 2, w.started.Load(), "a call after the idle limit starts a new worker")
+		close(done)
+		synctest.Wait()
+		goleak.VerifyNone(t, opt)
+		call() // after close: still runs, on a goroutine that then exits
+		goleak.VerifyNone(t, opt)
+	})
+}

@@ -1,0 +1,199 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRetryStrategies(t *testing.T) {
+	ms := time.Millisecond
+	check := func(name string, s RetryStrategy, failed int, lo, hi time.Duration, ok bool) {
+		t.Helper()
+		for range 200 {
+			d, gotOK := s.Delay(failed)
+			if gotOK != ok || d < lo || d > hi {
+				t.Fatalf("%s.Delay(%d): got %v %v, want %v in [%v, %v]", name, failed, d, gotOK, ok, lo, hi)
+			}
+		}
+	}
+	check("NoRetry", NoRetry(), 1, 0, 0, false)
+	check("ConstantBackoff", ConstantBackoff(5*ms), 7, 5*ms, 5*ms, true)
+	for failed, want := range map[int]time.Duration{0: 10 * ms, 1: 10 * ms, 2: 20 * ms, 3: 30 * ms, 4: 35 * ms, 1 << 40: 35 * ms} {
+		check("LinearBackoff", LinearBackoff(10*ms, 35*ms), failed, want, want, true)
+	}
+	for failed, hi := range map[int]time.Duration{0: 10 * ms, 1: 10 * ms, 2: 20 * ms, 4: 80 * ms, 8: time.Second, 63: time.Second, 64: time.Second, 1 << 40: time.Second} {
+		check("ExponentialBackoff", ExponentialBackoff(10*ms, time.Second), failed, 0, hi-1, true)
+	}
+	check("RandomBackoff", RandomBackoff(10*ms, 20*ms), 3, 10*ms, 20*ms-1, true)
+	check("RandomBackoff empty", RandomBackoff(10*ms, 10*ms), 3, 10*ms, 10*ms, true)
+	check("default", defaultRetry, 1, 10*ms, 200*ms-1, true)
+	limited := LimitRetry(ConstantBackoff(ms), 2)
+	check("LimitRetry", limited, 2, ms, ms, true)
+	check("LimitRetry", limited, 3, 0, 0, false)
+	check("LimitRetry(0)", LimitRetry(ConstantBackoff(ms), 0), 1, 0, 0, false)
+}
+
+// attemptTimes records when each acquisition attempt of a Client started.
+type attemptTimes struct {
+	mu    sync.Mutex
+	start []time.Time
+}
+
+func (a *attemptTimes) Observe(e Event) {
+	if e.Kind == EventAcquired || e.Kind == EventRefused {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.start = append(a.start, time.Now().Add(-e.Duration))
+	}
+}
+
+// gaps returns the time between consecutive attempts.
+func (a *attemptTimes) gaps() []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var g []time.Duration
+	for i := 1; i < len(a.start); i++ {
+		g = append(g, a.start[i].Sub(a.start[i-1]))
+	}
+	return g
+}
+
+// TestLockWaitsAsTheStrategySays: against a holder whose keys never expire,
+// Lock waits exactly the strategy's delays between attempts, in virtual
+// time, and gives up when it says so; the default strategy waits a random
+// 10–200 ms until the caller's context ends.
+func TestLockWaitsAsTheStrategySays(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		strategy RetryStrategy // nil: the default
+		lo, hi   func(gap int) time.Duration
+	}{
+		{"linear", LimitRetry(LinearBackoff(10*ms, 35*ms), 5),
+			func(i int) time.Duration { return min(time.Duration(i+1)*10*ms, 35*ms) },
+			func(i int) time.Duration { return min(time.Duration(i+1)*10*ms, 35*ms) }},
+		{"exponential", LimitRetry(ExponentialBackoff(10*ms, 50*ms), 6),
+			func(int) time.Duration { return 0 },
+			func(i int) time.Duration { return min(10*ms<<i, 50*ms) - time.Nanosecond }},
+		{"default", nil,
+			func(int) time.Duration { return 10 * ms },
+			func(int) time.Duration { return 200*ms - time.Nanosecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fakes := newFakeNodes(3)
+				for _, f := range fakes {
+					f.set("redlock:{k}", "other", -1)
+				}
+				times := &attemptTimes{}
+				c := newTestClient(t, fakes, WithObserver(times))
+				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+				defer cancel()
+				var opts []LockOption
+				if tc.strategy != nil {
+					opts = append(opts, WithRetry(tc.strategy))
+				}
+				_, err := c.Lock(ctx, "k", opts...)
+				require.ErrorIs(t, err, ErrNotObtained)
+				gaps := times.gaps()
+				if tc.strategy == nil {
+					require.ErrorIs(t, err, context.DeadlineExceeded, "the default retries until the context ends")
+					require.Greater(t, len(gaps), 10, "2 s of retries at most 200 ms apart")
+				} else {
+					require.NotErrorIs(t, err, context.DeadlineExceeded, "the limited strategy gave up by itself")
+					require.Len(t, gaps, map[string]int{"linear": 5, "exponential": 6}[tc.name])
+				}
+				for i, g := range gaps {
+					assert.True(t, g >= tc.lo(i) && g <= tc.hi(i), "gap %d: %v, want in [%v, %v]", i, g, tc.lo(i), tc.hi(i))
+				}
+			})
+		})
+	}
+}
+
+func TestLockRetries(t *testing.T) {
+	t.Run("until the holder's key expires", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fakes := newFakeNodes(3)
+			for _, f := range fakes {
+				f.set("redlock:{k}", "other", 100*time.Millisecond)
+			}
+			c := newTestClient(t, fakes)
+			var delays []int
+			retry := RetryFunc(func(failed int) (time.Duration, bool) {
+				delays = append(delays, failed)
+				return 40 * time.Millisecond, true
+			})
+			start := time.Now()
+			_, err := c.Lock(t.Context(), "k", WithRetry(retry))
+			require.NoError(t, err)
+			require.Equal(t, []int{1, 2, 3}, delays, "Delay calls")
+			// Attempts at 0, 40 and 80 ms; the third wait is cut to the
+			// holder's remaining 20 ms + 1 ms.
+			require.Equal(t, 101*time.Millisecond, time.Since(start))
+		})
+	})
+	t.Run("limited", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fakes := newFakeNodes(3)
+			for _, f := range fakes {
+				f.set("redlock:{k}", "other", -1)
+			}
+			c := newTestClient(t, fakes)
+			_, err := c.Lock(t.Context(), "k", WithRetry(LimitRetry(ConstantBackoff(time.Millisecond), 2)))
+			require.ErrorIs(t, err, ErrNotObtained)
+			require.NotErrorIs(t, err, context.Canceled)
+			c.bg.Wait() // fail-fast may return before every node was called
+			require.EqualValues(t, 3, fakes[0].calls.Load(), "attempts")
+		})
+	})
+	t.Run("cancelled while waiting", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fakes := newFakeNodes(3)
+			for _, f := range fakes {
+				f.set("redlock:{k}", "other", -1)
+			}
+			c := newTestClient(t, fakes)
+			ctx, cancel := context.WithCancel(t.Context())
+			retry := RetryFunc(func(int) (time.Duration, bool) { cancel(); return time.Hour, true })
+			_, err := c.Lock(ctx, "k", WithRetry(retry))
+			require.ErrorIs(t, err, ErrNotObtained)
+			require.ErrorIs(t, err, context.Canceled)
+			var qe *QuorumError
+			require.ErrorAs(t, err, &qe)
+			require.Len(t, qe.Nodes, 3, "the last attempt's node errors")
+		})
+	})
+}
+
+func TestRetryAfter(t *testing.T) {
+	c := newTestClient(t, newFakeNodes(5))
+	held := func(token string, pttl time.Duration) result {
+		return result{status: statusHeld, value: token, pttl: pttl}
+	}
+	ok, down := result{status: statusOK}, result{err: errFakeDown}
+	const rt = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		results []result
+		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
+	}{
+		{"holder with a majority", []result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
+		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
+		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.retryAfter(&round{results: tc.results}, rt)
+			if got < tc.lo || got > tc.hi {
+				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
+			}
+		})
+	}
+}
