@@ -43,6 +43,7 @@ type Lock struct {
 // releases the grant again. A node whose release was confirmed is not asked
 // again by a retried Unlock (it would answer "absent").
 type nodeState struct {
+	granted bool  // the node granted the lock, in time or late: our key was there
 	acquire uint8 // latePending, lateGranted, or 0: answered in time, or refused
 	release uint8 // releaseDone, releaseMissed, or 0: not asked yet
 }
@@ -63,7 +64,7 @@ func (l *Lock) lateGrant(ctx context.Context, i int, res result) {
 	st := &l.nodes[i]
 	st.acquire = 0
 	if res.status == statusOK || res.status == statusRefreshed {
-		st.acquire = lateGranted
+		st.acquire, st.granted = lateGranted, true
 	}
 	l.mu.Unlock()
 	l.releaseIfBehind(ctx, i)
@@ -96,6 +97,32 @@ func (l *Lock) releaseIfBehind(ctx context.Context, i int) {
 	if again {
 		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.rkey, l.token, ttl, cooldown)
 	}
+}
+
+// endedBy tells, from a failed extend or release round over the lock's
+// nodes idx (nil: all of them), whether the lock has ended: ErrLockLost if
+// a node that granted it now shows another token, ErrLockExpired if such a
+// node has no key, nil if the answers cannot tell (too few nodes answered).
+// A node that never granted the lock says nothing about it: a contender's
+// passing key there, or no key, is what it had all along.
+func (l *Lock) endedBy(r *round, idx []int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ended error
+	for j, res := range r.results {
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		switch {
+		case !l.nodes[i].granted:
+		case res.status == statusHeld:
+			return ErrLockLost
+		case res.status == statusAbsent:
+			ended = ErrLockExpired
+		}
+	}
+	return ended
 }
 
 // Key returns the lock's key as given to Lock.
@@ -152,10 +179,11 @@ func (l *Lock) isReleased() bool {
 // expired.
 //
 // On failure the error is a [*QuorumError] matching [ErrLockLost] (another
-// token holds the key on some node) or [ErrLockExpired] (the key is gone on
-// some node), after which the lock has ended (see [Lock.Lost]), or
-// [ErrNotObtained] (too few nodes answered), after which the lock keeps the
-// validity it had. After Unlock, Extend returns [ErrReleased].
+// token holds the key on a node that had granted the lock) or
+// [ErrLockExpired] (the key is gone on such a node), after which the lock
+// has ended (see [Lock.Lost]), or [ErrNotObtained] (too few nodes
+// extended it), after which the lock keeps the validity it had. After
+// Unlock, Extend returns [ErrReleased].
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
 	if err := checkDuration("TTL", ttl); err != nil {
@@ -194,7 +222,10 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return nil
 	}
-	qerr := c.quorumError("extend", l.key, c.nodes, r, 0, ErrNotObtained, ctx)
+	qerr := c.quorumError("extend", l.key, c.nodes, r, 0, ctx)
+	if ended := l.endedBy(r, nil); ended != nil {
+		qerr.err = ended
+	}
 	if c.observing() {
 		c.emit(Event{Kind: EventExtendFailed, Context: ctx, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeEvents(c.nodes, r)})
 	}
@@ -210,10 +241,11 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 // no extension can follow the release. It returns nil when a majority
 // released the lock, which also proves the lock was still held by us until
 // then. Otherwise the error is a [*QuorumError] matching [ErrLockLost]
-// (another token holds the key on some node), [ErrLockExpired] (the lock had
-// expired), or [ErrNotObtained] (too few nodes answered: Unlock may be called
-// again; unconfirmed keys expire at their TTL). A second Unlock returns
-// [ErrReleased].
+// (another token holds the key on a node that had granted the lock),
+// [ErrLockExpired] (the lock had expired), or [ErrNotObtained] (too few
+// nodes confirmed: Unlock may be called again; unconfirmed keys expire at
+// their TTL). A node that never granted the lock is no evidence either way.
+// A second Unlock returns [ErrReleased].
 //
 // ctx must not be done: a cancelled context sends nothing. To release in a
 // defer after the work's context may have been cancelled, pass
@@ -295,7 +327,10 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 		}
 		return nil
 	}
-	qerr := c.quorumError("unlock", l.key, nodes, r, already, ErrNotObtained, ctx)
+	qerr := c.quorumError("unlock", l.key, nodes, r, already, ctx)
+	if ended := l.endedBy(r, idx); ended != nil {
+		qerr.err = ended
+	}
 	if c.observing() {
 		c.emit(Event{Kind: EventReleaseFailed, Context: ctx, Key: l.key, Duration: time.Now().Sub(start), Err: qerr, Nodes: nodeEvents(nodes, r)})
 	}

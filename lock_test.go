@@ -185,3 +185,55 @@ func TestLostWithoutAutoExtend(t *testing.T) {
 		require.Zero(t, l.Validity())
 	})
 }
+
+// TestNeverGrantedNodesSayNothing: a node that refused the acquisition is
+// no evidence about the lock when Extend or Unlock cannot win a majority:
+// a contender's passing key there does not mean the lock was taken over,
+// and no key there does not mean it expired. The lock is held on nodes
+// {0, 1, 2} of 5; then nodes 0 and 1 die. (Found by
+// integration.TestMutualExclusionUnderFaults, whose Unlock reported a
+// takeover that never happened.)
+func TestNeverGrantedNodesSayNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		other func(f *fakeNode) // what nodes 3 and 4 hold at the end
+	}{
+		{"a contender's key", func(f *fakeNode) { f.set("redlock:{k}", "contender", time.Minute) }},
+		{"no key", func(f *fakeNode) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			delete(f.keys, "redlock:{k}")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fakes := newFakeNodes(5)
+				for _, f := range fakes[3:] {
+					f.set("redlock:{k}", "previous", time.Minute)
+				}
+				c := newTestClient(t, fakes)
+				l := lockAll(t, c, "k")
+				for _, f := range fakes[3:] {
+					tc.other(f)
+				}
+				fakes[0].setErr(errFakeDown)
+				fakes[1].setErr(errFakeDown)
+				validity := l.Validity()
+				err := l.Extend(t.Context(), testTTL)
+				require.ErrorIs(t, err, ErrNotObtained)
+				require.NotErrorIs(t, err, ErrLockLost)
+				require.NotErrorIs(t, err, ErrLockExpired)
+				require.NoError(t, l.Err(), "the failed Extend ended the lock")
+				require.Equal(t, validity, l.Validity())
+				err = l.Unlock(t.Context())
+				require.ErrorIs(t, err, ErrNotObtained)
+				require.NotErrorIs(t, err, ErrLockLost)
+				require.NotErrorIs(t, err, ErrLockExpired)
+				// A node that did grant and now shows another token is
+				// evidence: the lock was taken over.
+				fakes[2].set("redlock:{k}", "thief", time.Minute)
+				require.ErrorIs(t, l.Extend(t.Context(), testTTL), ErrLockLost)
+			})
+		})
+	}
+}

@@ -134,12 +134,12 @@ var (
 	// release was not confirmed by a majority (unconfirmed keys expire at
 	// their TTL).
 	ErrNotObtained = errors.New("redlock: not obtained")
-	// ErrLockExpired: our lock had expired (on at least one node the key was
-	// gone) and no node showed another holder.
+	// ErrLockExpired: our lock had expired (on a node that had granted it
+	// the key was gone) and no such node showed another holder.
 	ErrLockExpired = errors.New("redlock: lock expired")
-	// ErrLockLost: another token holds the key on at least one node. As a
-	// node's reason in a QuorumError it means that node refused because
-	// another token held the key.
+	// ErrLockLost: another token holds the key on a node that had granted
+	// our lock: it was taken over. As a node's reason in a QuorumError it
+	// means that node refused because another token held the key.
 	ErrLockLost = errors.New("redlock: lock held by another token")
 	// ErrReleased: Extend or Unlock was called on a lock already released.
 	ErrReleased = errors.New("redlock: lock already released")
@@ -787,6 +787,8 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 			if !res.answered {
 				l.nodes[i].acquire = latePending
 			}
+			// Guarded grants too: the key there is ours.
+			l.nodes[i].granted = res.status == statusOK || res.status == statusRefreshed
 		}
 		r.finish(&c.bg, func(i int, res result) { l.lateGrant(ctx, i, res) })
 		if c.observing() {
@@ -817,10 +819,10 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 		}
 	}
 	c.releaseOn(ctx, mine, rkey, token, ttl, 0)
-	qerr := c.quorumError("lock", key, c.nodes, r, 0, ErrNotObtained, ctx)
+	qerr := c.quorumError("lock", key, c.nodes, r, 0, ctx)
 	switch {
 	case wr != nil && !wr.tally.won():
-		qerr = c.quorumError("lock", key, c.nodes, wr, 0, ErrNotObtained, ctx)
+		qerr = c.quorumError("lock", key, c.nodes, wr, 0, ctx)
 		qerr.detail = fmt.Sprintf("fencing token %d not written back to a majority", fence)
 	case won:
 		qerr.detail = "majority reached after the validity ran out"
@@ -914,12 +916,10 @@ func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string
 }
 
 // quorumError describes a failed round over nodes, with already agreements
-// from earlier rounds. sentinel is the default reason; a node that saw
-// another holder or no key turns an extend or unlock into ErrLockLost or
-// ErrLockExpired.
-func (c *Client) quorumError(op, key string, nodes []node, r *round, already int, sentinel error, ctx context.Context) *QuorumError {
-	e := &QuorumError{Op: op, Key: key, Quorum: c.Quorum(), Granted: r.tally.ok + already, err: sentinel, cause: ctx.Err()}
-	lost, expired := false, false
+// from earlier rounds, as ErrNotObtained; Extend and Unlock then tell from
+// the nodes' answers whether the lock has ended (see Lock.endedBy).
+func (c *Client) quorumError(op, key string, nodes []node, r *round, already int, ctx context.Context) *QuorumError {
+	e := &QuorumError{Op: op, Key: key, Quorum: c.Quorum(), Granted: r.tally.ok + already, err: ErrNotObtained, cause: ctx.Err()}
 	for i, res := range r.results {
 		var err error
 		switch {
@@ -928,9 +928,9 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 		case res.status == statusOK, res.status == statusRefreshed:
 			continue
 		case res.status == statusHeld:
-			lost, err = true, ErrLockLost
+			err = ErrLockLost
 		case res.status == statusAbsent:
-			expired, err = true, ErrLockExpired
+			err = ErrLockExpired
 		default:
 			err = res.err
 			if res.undecided() {
@@ -938,14 +938,6 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 			}
 		}
 		e.Nodes = append(e.Nodes, NodeError{Node: nodes[i].name(), Err: err})
-	}
-	if op != "lock" {
-		switch {
-		case lost:
-			e.err = ErrLockLost
-		case expired:
-			e.err = ErrLockExpired
-		}
 	}
 	return e
 }
