@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // StartCluster starts a Redis Cluster of masters redis-server processes
@@ -21,13 +22,10 @@ import (
 // the test ends: one Redlock node, however many shards.
 func StartCluster(t *testing.T, masters int) (*redis.ClusterClient, []*Node) {
 	t.Helper()
-	kind, bin := backendOnce()
-	if kind != backendProcess {
-		t.Skip("a Redis Cluster needs redis-server processes started by the harness")
-	}
+	bin := needProcesses(t, "a Redis Cluster")
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		t.Skip("redis-cli is needed to create a cluster")
+		redistest.Need(t, "redis-cli, to create a cluster", "Debian's redis-tools package (redis-server depends on it)")
 	}
 	nodes := make([]*Node, masters)
 	addrs := make([]string, masters)
@@ -81,7 +79,7 @@ func clusterPort(t *testing.T) int {
 // standalone node frozen, the Cluster's notice is needed for the majority
 // that wakes it.
 func TestClusterNode(t *testing.T) {
-	cluster, _ := StartCluster(t, 3)
+	cluster, masters := StartCluster(t, 3)
 	standalone := StartNodes(t, 2)
 	clients := func() []redis.UniversalClient {
 		s := Clients(t, standalone, nil)
@@ -99,7 +97,7 @@ func TestClusterNode(t *testing.T) {
 		}
 		// A grant that came late is released in the background: give it a
 		// moment, far less than the 10 s TTL.
-		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 			n, err := cluster.Exists(t.Context(), "redlock:{"+key+"}").Result()
 			if err == nil && n == 0 {
 				break
@@ -117,7 +115,10 @@ func TestClusterNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitFor(t, b, key)
-	time.Sleep(300 * time.Millisecond) // b has failed once and subscribed
+	// b has failed once and subscribed: on both standalone nodes, and on
+	// one master of the cluster.
+	waitSubscribed(t, standalone...)
+	waitUntil(t, 30*time.Second, "a release-notice subscription on the cluster", func() bool { return patternSubs(t, masters...) > 0 })
 	standalone[1].Pause(t)
 	defer standalone[1].Resume(t)
 	if err := holder.Unlock(t.Context()); err != nil && !errors.Is(err, redlock.ErrNotObtained) {
@@ -128,7 +129,7 @@ func TestClusterNode(t *testing.T) {
 		if err != nil && !errors.Is(err, redlock.ErrNotObtained) {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // the holder's TTL would wake it at 60 s
 		t.Fatal("the waiter was not woken: the Cluster's release notice did not reach it")
 	}
 }
@@ -197,7 +198,7 @@ func TestClusterReshardMidRun(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, time.Minute, "20 acquisitions before the reshard", func() bool { return acquired.Load() >= 20 })
 	from, err := Admin(t, masters[0]).Do(t.Context(), "CLUSTER", "MYID").Text()
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,8 @@ func TestClusterReshardMidRun(t *testing.T) {
 	out, err := exec.Command(cli, "--cluster", "reshard", masters[0].Addr, "--cluster-from", from, "--cluster-to", to,
 		"--cluster-slots", "500", "--cluster-yes").CombinedOutput()
 	during := acquired.Load() - before
-	time.Sleep(300 * time.Millisecond)
+	after := acquired.Load()
+	waitUntil(t, time.Minute, "20 acquisitions after the reshard", func() bool { return acquired.Load() >= after+20 })
 	cancel()
 	wg.Wait()
 	if err != nil {

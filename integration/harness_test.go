@@ -3,11 +3,16 @@
 // The harness starts its own redis-server processes on free loopback ports
 // (Debian package redis-server, or REDIS_SERVER=/path/to/redis-server) and
 // stops them when each test ends, and again when the test binary exits.
-// Without a redis-server binary it uses testcontainers when a Docker engine
-// answers. REDLOCK_ADDRS=host:port,… points it at servers you run yourself;
-// tests that kill or pause servers are then skipped, and only keys the tests
-// create are touched. When no server can be had the tests skip, except under
-// CI=true, where they fail: a suite that silently skips proves nothing.
+// REDLOCK_BACKEND=docker makes it start containers through testcontainers
+// instead (see docker_test.go); so does the lack of a redis-server binary
+// when a Docker engine answers. REDLOCK_ADDRS=host:port,… points it at
+// servers you run yourself; tests that need more (killing, pausing or
+// restarting servers, more servers than listed) are then skipped, and only
+// keys the tests create are touched.
+//
+// A test skipped for a missing capability says what to install; under
+// CI=true it fails instead (redistest.Need): a suite that silently skips
+// proves nothing.
 package integration
 
 import (
@@ -23,21 +28,29 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/redisproc"
+	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/testcontainers/testcontainers-go"
-	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
 	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
 )
 
 func TestMain(m *testing.M) {
+	redistest.QuietRedisLogs()
 	code := m.Run()
+	if code != 0 {
+		fmt.Fprint(os.Stderr, redistest.RedisLogTail())
+	}
 	stopAll()
 	if shimDir != "" {
 		os.RemoveAll(shimDir)
 	}
 	if code == 0 {
 		// toxiproxy leaves a pipe goroutine blocked on a send when a toxic
-		// is removed under live connections: its leak, not ours.
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe")); err != nil {
+		// is removed under live connections: its leak, not ours. go-redis
+		// redials a dead node from a goroutine that sleeps a second between
+		// tries and notices its pool was closed only after the sleep.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/Shopify/toxiproxy/v2/toxics.(*NoopToxic).Pipe"),
+			goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
@@ -53,7 +66,7 @@ type Node struct {
 	proc *redisproc.Server
 
 	// docker backend
-	ctr    *tcredis.RedisContainer
+	ctr    testcontainers.Container
 	docker *testcontainers.DockerClient
 }
 
@@ -81,70 +94,99 @@ const (
 	backendDocker
 )
 
+// backendOnce chooses where the servers come from, once per test binary;
+// the string is REDLOCK_ADDRS or the redis-server binary, or why there is
+// no backend.
 var backendOnce = sync.OnceValues(func() (backendKind, string) {
+	if os.Getenv("REDLOCK_BACKEND") == "docker" {
+		if err := dockerReachable(); err != nil {
+			return backendNone, fmt.Sprintf("REDLOCK_BACKEND=docker, but no Docker engine answers (%v)", err)
+		}
+		return backendDocker, ""
+	}
 	if addrs := os.Getenv("REDLOCK_ADDRS"); addrs != "" {
 		return backendExternal, addrs
 	}
-	if path, err := redisproc.Find(); err == nil {
+	path, err := redisproc.Find()
+	if err == nil {
 		return backendProcess, path
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if cli, err := testcontainers.NewDockerClientWithOpts(ctx); err == nil {
-		cli.Close()
+	if dockerReachable() == nil {
 		return backendDocker, ""
 	}
-	return backendNone, ""
+	return backendNone, err.Error()
 })
 
+// processes is the capability of tests that control their servers beyond
+// killing and pausing them.
+const processes = "redis-server processes started by the harness (Debian's redis-server package; not REDLOCK_ADDRS or REDLOCK_BACKEND=docker)"
+
+// needProcesses returns the redis-server binary, or ends a test that needs
+// processes the harness starts (see redistest.Need) for why.
+func needProcesses(t testing.TB, why string) string {
+	t.Helper()
+	kind, bin := backendOnce()
+	if kind != backendProcess {
+		redistest.Need(t, why, processes)
+	}
+	return bin
+}
+
 // StartNodes gives the test n Redis servers, stopped when the test ends.
+// It starts them at once, each waiting until it answers.
 func StartNodes(t testing.TB, n int) []*Node {
 	t.Helper()
 	kind, arg := backendOnce()
+	nodes := make([]*Node, n)
 	switch kind {
 	case backendExternal:
 		addrs := strings.Split(arg, ",")
 		if len(addrs) < n {
-			t.Skipf("REDLOCK_ADDRS names %d servers; this test needs %d", len(addrs), n)
+			redistest.Need(t, fmt.Sprintf("%d servers (REDLOCK_ADDRS names %d)", n, len(addrs)), "more addresses in REDLOCK_ADDRS")
 		}
-		nodes := make([]*Node, n)
 		for i := range nodes {
 			nodes[i] = &Node{Addr: strings.TrimSpace(addrs[i])}
 		}
 		return nodes
 	case backendProcess:
-		nodes := make([]*Node, n)
-		for i := range nodes {
-			nodes[i] = startProcess(t, arg, 0)
-		}
+		startAll(t, nodes, func() (*Node, error) { return startProcessErr(t, t.TempDir(), nil, arg, 0) })
 		return nodes
 	case backendDocker:
-		nodes := make([]*Node, n)
 		for i := range nodes {
 			nodes[i] = startContainer(t)
 		}
 		return nodes
 	}
-	msg := "no Redis server: install redis-server (make test does, from Debian's packages), set REDIS_SERVER or REDLOCK_ADDRS, or run a Docker engine"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	redistest.Need(t, "a Redis server ("+arg+")",
+		"Debian's redis-server package (make test installs it), REDIS_SERVER, REDLOCK_ADDRS, or a Docker engine")
 	return nil
+}
+
+// startAll fills nodes with servers from start, run concurrently; the
+// first failure fails the test once every start has returned.
+func startAll(t testing.TB, nodes []*Node, start func() (*Node, error)) {
+	t.Helper()
+	var g errgroup.Group
+	for i := range nodes {
+		g.Go(func() (err error) {
+			nodes[i], err = start()
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("redis-server did not start: %v", err)
+	}
 }
 
 // StartNodesPersistent is StartNodes with every write fsynced to an AOF
 // (appendonly yes, appendfsync always): a restarted node forgets nothing.
 func StartNodesPersistent(t testing.TB, n int) []*Node {
 	t.Helper()
-	kind, bin := backendOnce()
-	if kind != backendProcess {
-		t.Skip("persistent nodes need redis-server processes started by the harness")
-	}
+	bin := needProcesses(t, "nodes that persist every write")
 	nodes := make([]*Node, n)
-	for i := range nodes {
-		nodes[i] = startProcess(t, bin, 0, "--appendonly", "yes", "--appendfsync", "always")
-	}
+	startAll(t, nodes, func() (*Node, error) {
+		return startProcessErr(t, t.TempDir(), nil, bin, 0, "--appendonly", "yes", "--appendfsync", "always")
+	})
 	return nodes
 }
 
@@ -169,16 +211,10 @@ var shimDir string // removed by TestMain
 // rate (1 is real time) and offset milliseconds ahead.
 func StartSkewedNodes(t testing.TB, rates []float64, offsetsMs []int) []*Node {
 	t.Helper()
-	kind, bin := backendOnce()
-	if kind != backendProcess {
-		t.Skip("clock skew needs redis-server processes started by the harness")
-	}
+	bin := needProcesses(t, "servers with skewed clocks")
 	so, err := clockShim()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		redistest.Need(t, "gcc, to build the clock shim ("+err.Error()+")", "Debian's gcc package")
 	}
 	nodes := make([]*Node, len(rates))
 	for i, r := range rates {
@@ -209,16 +245,26 @@ func startProcess(t testing.TB, bin string, port int, extra ...string) *Node {
 // its environment.
 func startProcessIn(t testing.TB, dir string, env []string, bin string, port int, extra ...string) *Node {
 	t.Helper()
-	proc, err := redisproc.Start(redisproc.Config{Bin: bin, Port: port, Dir: dir, Env: env, Args: extra})
+	n, err := startProcessErr(t, dir, env, bin, port, extra...)
 	if err != nil {
 		t.Fatalf("redis-server did not start: %v", err)
+	}
+	return n
+}
+
+// startProcessErr is startProcessIn for use from several goroutines: it
+// reports failure instead of failing the test.
+func startProcessErr(t testing.TB, dir string, env []string, bin string, port int, extra ...string) (*Node, error) {
+	proc, err := redisproc.Start(redisproc.Config{Bin: bin, Port: port, Dir: dir, Env: env, Args: extra})
+	if err != nil {
+		return nil, err
 	}
 	n := &Node{Addr: proc.Addr, proc: proc}
 	startedMu.Lock()
 	started = append(started, n)
 	startedMu.Unlock()
 	t.Cleanup(n.stop)
-	return n
+	return n, nil
 }
 
 // stop kills the server (SIGKILL ends a paused one too) and waits for it.
@@ -236,14 +282,18 @@ func (n *Node) stop() {
 func needsOwnServers(t testing.TB, n *Node) {
 	t.Helper()
 	if n.proc == nil && n.ctr == nil {
-		t.Skip("fault injection needs servers the harness started, not REDLOCK_ADDRS")
+		redistest.Need(t, "servers the harness started, to kill or pause them", "a redis-server binary or a Docker engine, without REDLOCK_ADDRS")
 	}
 }
 
-// Kill stops the server at once, like a crash (SIGKILL).
+// Kill stops the server at once, like a crash (SIGKILL, or docker kill).
 func (n *Node) Kill(t testing.TB) {
 	t.Helper()
 	needsOwnServers(t, n)
+	if n.ctr != nil {
+		n.dockerKill(t)
+		return
+	}
 	n.stop()
 }
 
@@ -254,7 +304,7 @@ func (n *Node) Kill(t testing.TB) {
 func (n *Node) Restart(t testing.TB) {
 	t.Helper()
 	if n.proc == nil {
-		t.Skip("restarting needs redis-server processes started by the harness")
+		redistest.Need(t, "restartable servers", processes)
 	}
 	if err := n.proc.Restart(); err != nil {
 		t.Fatalf("restart %s: %v", n.Addr, err)
@@ -267,9 +317,7 @@ func (n *Node) Pause(t testing.TB) {
 	t.Helper()
 	needsOwnServers(t, n)
 	if n.ctr != nil {
-		if _, err := n.docker.ContainerPause(t.Context(), n.ctr.GetContainerID(), pauseOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		n.dockerPause(t)
 		return
 	}
 	if err := n.proc.Pause(); err != nil {
@@ -281,9 +329,7 @@ func (n *Node) Pause(t testing.TB) {
 func (n *Node) Resume(t testing.TB) {
 	t.Helper()
 	if n.ctr != nil {
-		if _, err := n.docker.ContainerUnpause(context.Background(), n.ctr.GetContainerID(), unpauseOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		n.dockerResume(t)
 		return
 	}
 	n.proc.Resume()
@@ -333,3 +379,48 @@ func UniqueKey(t testing.TB, nodes []*Node) string {
 
 // RedisKey is where the library stores the lock key with its default prefix.
 func RedisKey(key string) string { return "redlock:{" + key + "}" }
+
+// waitUntil polls cond every 10 ms until it holds, and fails the test with
+// what it waited for if limit passes first. Limits are generous: they only
+// turn a hang into a failure, and are never a claim about speed.
+func waitUntil(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !poll(limit, cond) {
+		t.Fatalf("waited %v for %s", limit, what)
+	}
+}
+
+// poll calls cond every 10 ms until it holds (true) or limit passes
+// (false). Unlike waitUntil, it may run in any goroutine.
+func poll(limit time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitSubscribed waits until each node has a pattern subscription (PUBSUB
+// NUMPAT): a Client that started waiting has subscribed to the release
+// notices, so a release from now on reaches it.
+func waitSubscribed(t testing.TB, nodes ...*Node) {
+	t.Helper()
+	for _, n := range nodes {
+		waitUntil(t, 30*time.Second, n.Addr+"'s release-notice subscription", func() bool { return patternSubs(t, n) > 0 })
+	}
+}
+
+// patternSubs returns how many pattern subscriptions the nodes have in all.
+func patternSubs(t testing.TB, nodes ...*Node) int {
+	t.Helper()
+	total := 0
+	for _, n := range nodes {
+		got, err := Admin(t, n).PubSubNumPat(t.Context()).Result()
+		if err != nil {
+			t.Fatalf("%s: PUBSUB NUMPAT: %v", n.Addr, err)
+		}
+		total += int(got)
+	}
+	return total
+}

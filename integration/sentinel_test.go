@@ -22,10 +22,7 @@ import (
 // killing, and the Sentinels' addresses for asking who the master is.
 func StartSentinelNode(t *testing.T) (*redis.Client, *Node, []string) {
 	t.Helper()
-	kind, bin := backendOnce()
-	if kind != backendProcess {
-		t.Skip("Sentinel needs redis-server processes started by the harness")
-	}
+	bin := needProcesses(t, "a Sentinel-managed master")
 	master := startProcess(t, bin, 0)
 	_, mport, _ := net.SplitHostPort(master.Addr)
 	startProcess(t, bin, 0, "--replicaof", "127.0.0.1", mport)
@@ -112,7 +109,7 @@ func TestSentinelFailover(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(time.Second)
+	waitUntil(t, time.Minute, "20 acquisitions before the kill", func() bool { return acquired.Load() >= 20 })
 	before := acquired.Load()
 	master.Kill(t)
 	// Sentinel notices after 500 ms and promotes the replica.
@@ -129,7 +126,12 @@ func TestSentinelFailover(t *testing.T) {
 		wg.Wait()
 		t.Fatal("Sentinel did not promote the replica")
 	}
-	time.Sleep(time.Second) // the failover client reconnects to the new master
+	// The failover client reconnects to the new master, whose first grants
+	// the restart guard discounts, and locking goes on.
+	promotedAt := acquired.Load()
+	waitUntil(t, time.Minute, "a discounted grant of the promoted master, and 20 acquisitions after the promotion", func() bool {
+		return guarded.Load() > 0 && acquired.Load() >= promotedAt+20
+	})
 	cancel()
 	wg.Wait()
 	if overlaps.Load() != 0 {
@@ -145,7 +147,7 @@ func TestSentinelFailover(t *testing.T) {
 	// Sentinel node is needed for a majority.
 	standalone[1].Pause(t)
 	defer standalone[1].Resume(t)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		l, err := a.TryLock(t.Context(), key+":after")
 		if err == nil {
 			_ = l.Unlock(t.Context())

@@ -3,6 +3,8 @@ package redlockotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -19,7 +21,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	redistest.QuietRedisLogs()
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if code != 0 {
+			fmt.Fprint(os.Stderr, redistest.RedisLogTail())
+		}
+		os.Exit(code)
+	}))
+}
 
 // startNodes starts n redis-server processes, stopped when the test ends,
 // and returns a client for each.
@@ -49,7 +59,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients, servers := startNodes(t, 3)
-	c, err := redlock.New(clients, redlock.WithObserver(obs), redlock.WithNodeTimeout(200*time.Millisecond))
+	c, err := redlock.New(clients, redlock.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,7 @@ import (
 var binary string // the redlock binary built by TestMain
 
 func TestMain(m *testing.M) {
+	redistest.QuietRedisLogs()
 	dir, err := os.MkdirTemp("", "redlock-cmd")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -38,6 +39,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if code != 0 {
+		fmt.Fprint(os.Stderr, redistest.RedisLogTail())
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
