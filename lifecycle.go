@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // extender is the one goroutine of an auto-extended lock.
@@ -139,6 +141,10 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return fn(work)
 }
 
+// closeReleases bounds the releases Close runs at once: a Client holding
+// thousands of locks does not start thousands of rounds together.
+const closeReleases = 64
+
 // Close releases every lock this Client still holds (stopping their
 // auto-extension, and cancelling the context of work running under Do with
 // cause [ErrClosed] first), stops the release-notice subscriptions, ends any Lock
@@ -161,13 +167,15 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 
-	// Releases are bounded by the node timeout; stopping subscriptions and
-	// the calls still running on unresponsive nodes are bounded by go-redis's
-	// own timeouts, so those are waited for only as long as ctx allows.
+	// Releases are bounded by the node timeout, and run closeReleases at a
+	// time; stopping subscriptions and the calls still running on
+	// unresponsive nodes are bounded by go-redis's own timeouts, so those
+	// are waited for only as long as ctx allows.
 	errs := make([]error, len(locks))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(closeReleases)
 	for i, l := range locks {
-		wg.Go(func() {
+		g.Go(func() error {
 			// Work running under Do is told first: its lock is going away.
 			if l.cfg.onLost != nil {
 				l.cfg.onLost(ErrClosed)
@@ -177,9 +185,10 @@ func (c *Client) Close(ctx context.Context) error {
 			if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, ErrNotObtained) {
 				errs[i] = err
 			}
+			return nil // every release is tried, and every failure reported
 		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	done := make(chan struct{})
 	go func() {
 		c.hand.close()

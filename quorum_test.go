@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
 )
 
 func TestQuorum(t *testing.T) {
@@ -204,4 +207,97 @@ func TestWorkersReused(t *testing.T) {
 		call() // after close: still runs, on a goroutine that then exits
 		goleak.VerifyNone(t, opt)
 	})
+}
+
+// errgroupFanOut is the plain design the project card names: one goroutine
+// per node under errgroup, each call bounded by the node timeout, and the
+// outcome counted once every node has answered. It lives here only for
+// BenchmarkFanOut, beside the library's fanOut (docs/design.md, "Fan-out").
+func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *op) tally {
+	results := make([]result, len(nodes))
+	var g errgroup.Group
+	for i, n := range nodes {
+		g.Go(func() error {
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			results[i] = n.do(cctx, o)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	t := tally{n: len(nodes), need: need}
+	for _, r := range results {
+		if r.ok() {
+			t.ok++
+		} else {
+			t.against++
+		}
+	}
+	return t
+}
+
+// hungNode never answers until its call's context ends, like a frozen
+// server behind a go-redis client with ContextTimeoutEnabled.
+type hungNode struct{}
+
+func (hungNode) do(ctx context.Context, _ *op) result { <-ctx.Done(); return result{err: ctx.Err()} }
+func (hungNode) name() string                         { return "hung" }
+func (hungNode) watch(string, func(string, string)) func() {
+	return func() {}
+}
+
+// BenchmarkFanOut compares the library's fan-out (reused workers; decided
+// at a majority, stragglers handed to a tracked goroutine) with an errgroup
+// fan-out (a goroutine per node per round; decided when every node has
+// answered), over 5 in-memory nodes: an acquire round and a release round
+// per op, healthy and with one node hung. round-p99-ns is the acquire
+// round's 99th percentile: Lock's latency when uncontended.
+func BenchmarkFanOut(b *testing.B) {
+	const timeout = 5 * time.Millisecond
+	for _, hung := range []bool{false, true} {
+		for _, design := range []string{"workers", "errgroup"} {
+			b.Run(fmt.Sprintf("hung=%v/design=%s", hung, design), func(b *testing.B) {
+				fakes := newFakeNodes(5)
+				nodes := make([]node, 5)
+				for i, f := range fakes {
+					nodes[i] = f
+				}
+				if hung {
+					nodes[4] = hungNode{}
+				}
+				done := make(chan struct{})
+				defer close(done)
+				w := newWorkers(done)
+				var bg sync.WaitGroup
+				defer bg.Wait()
+				ctx := context.Background()
+				lat := make([]time.Duration, 0, 1<<16)
+				failed := 0
+				b.ReportAllocs()
+				for b.Loop() {
+					acq := newOp(opAcquire, "redlock:{k}", "tok", "tok", time.Minute)
+					rel := newOp(opRelease, "redlock:{k}", "tok", "", 0)
+					start := time.Now()
+					var won bool
+					if design == "workers" {
+						r := fanOut(ctx, w, nodes, 3, timeout, acq, tally.decided, false)
+						won = r.tally.won()
+						lat = append(lat, time.Since(start))
+						r.finish(&bg, nil)
+						fanOut(ctx, w, nodes, 3, timeout, rel, nil, false).finish(&bg, nil)
+					} else {
+						won = errgroupFanOut(ctx, nodes, 3, timeout, acq).won()
+						lat = append(lat, time.Since(start))
+						errgroupFanOut(ctx, nodes, 3, timeout, rel)
+					}
+					if !won {
+						failed++ // a 5 ms node timeout missed on a busy machine
+					}
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)*99/100]), "round-p99-ns")
+				b.ReportMetric(float64(failed)/float64(len(lat)), "failed/op")
+			})
+		}
+	}
 }

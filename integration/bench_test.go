@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
+	"golang.org/x/sync/errgroup"
 )
 
 // Benchmarks against real redis-server. Besides ns/op they report p50 and
@@ -280,4 +281,65 @@ func benchHandoff(b *testing.B, nclients int) {
 		b.ReportMetric(float64(toOther)/float64(len(gaps)), "to-other")
 	}
 	b.ReportMetric(float64(count.acquired.get()+count.refused.get())/float64(max(count.acquired.get(), 1)), "attempts/acq")
+}
+
+// BenchmarkHungNodeFanOut: Lock's latency with one node of 5 frozen, for
+// the library's fan-out (decided at a majority) and for a plain errgroup
+// fan-out that waits for every node (each call bounded by the same 50 ms
+// node timeout, through go-redis's ContextTimeoutEnabled). The figures are
+// in docs/design.md ("Fan-out").
+func BenchmarkHungNodeFanOut(b *testing.B) {
+	nodes := StartNodes(b, 5)
+	const nodeTimeout = 50 * time.Millisecond
+	// With ContextTimeoutEnabled go-redis drops a connection whose call
+	// timed out and dials anew in the background; to a frozen node those
+	// dials hang until DialTimeout, kept short so they end with the test.
+	ctxTimeouts := func(o *redis.Options) { o.ContextTimeoutEnabled, o.DialTimeout = true, 200*time.Millisecond }
+	clients := Clients(b, nodes, ctxTimeouts)
+	c := newClient(b, clients, redlock.WithNodeTimeout(nodeTimeout))
+	warm(b, c)
+	nodes[4].Pause(b)
+	b.Cleanup(func() { nodes[4].Resume(b) })
+	ctx := context.Background()
+	b.Run("design=workers", func(b *testing.B) {
+		lock := make(latencies, 0, 1024)
+		for i := 0; b.Loop(); i++ {
+			start := time.Now()
+			l, err := c.Lock(ctx, fmt.Sprintf("fanout-workers:%d", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			lock = append(lock, time.Since(start))
+			_ = l.Unlock(ctx)
+		}
+		lock.report(b, "lock")
+	})
+	b.Run("design=errgroup", func(b *testing.B) {
+		// SET NX PX on every node, counted once all have answered.
+		lock := make(latencies, 0, 1024)
+		for i := 0; b.Loop(); i++ {
+			key := fmt.Sprintf("fanout-errgroup:%d", i)
+			start := time.Now()
+			granted := make([]bool, len(clients))
+			var g errgroup.Group
+			for j, rc := range clients {
+				g.Go(func() error {
+					cctx, cancel := context.WithTimeout(ctx, nodeTimeout)
+					defer cancel()
+					ok, err := rc.SetNX(cctx, key, "token", 10*time.Second).Result()
+					granted[j] = err == nil && ok
+					return nil
+				})
+			}
+			_ = g.Wait()
+			lock = append(lock, time.Since(start))
+			if n := len(slices.DeleteFunc(granted, func(ok bool) bool { return !ok })); n < 3 {
+				b.Fatalf("%d grants", n)
+			}
+			for _, rc := range clients[:4] {
+				rc.Del(ctx, key)
+			}
+		}
+		lock.report(b, "lock")
+	})
 }

@@ -330,7 +330,7 @@ func expectSetThenDel(t *testing.T, n *Node, events <-chan *redis.Message, limit
 // would block in the connection handshake), and runs as soon as the node
 // wakes (an uncached script would need an EVAL, which a caller whose
 // context has ended never sends).
-func warm(t *testing.T, c *redlock.Client) {
+func warm(t testing.TB, c *redlock.Client) {
 	t.Helper()
 	l, err := c.TryLock(t.Context(), "warm-up:"+t.Name())
 	if err != nil {
