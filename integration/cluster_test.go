@@ -85,7 +85,7 @@ func TestClusterNode(t *testing.T) {
 		s := Clients(t, standalone, nil)
 		return []redis.UniversalClient{cluster, s[0], s[1]}
 	}
-	a := newClient(t, clients(), redlock.WithNodeTimeout(100*time.Millisecond))
+	a := newClient(t, clients())
 	for i := range 50 { // keys in many slots
 		key := fmt.Sprintf("cluster:%d:%d", i, time.Now().UnixNano())
 		l, err := a.TryLock(t.Context(), key)
@@ -109,7 +109,7 @@ func TestClusterNode(t *testing.T) {
 	}
 
 	key := UniqueKey(t, standalone)
-	b := newClient(t, clients(), redlock.WithNodeTimeout(100*time.Millisecond))
+	b := newClient(t, clients())
 	holder, err := a.TryLock(t.Context(), key, redlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
