@@ -53,7 +53,7 @@ func TestValidityWindow(t *testing.T) {
 		l, err := c.TryLock(t.Context(), "k", WithTTL(testTTL))
 		require.NoError(t, err)
 		want := start.Add(testTTL - testTTL/100 - 2*time.Millisecond)
-		require.Equal(t, want, l.Until())
+		require.Equal(t, want, l.validUntil())
 		time.Sleep(time.Second)
 		require.Equal(t, want.Sub(time.Now()), l.Validity())
 		time.Sleep(testTTL)

@@ -97,7 +97,7 @@ func ExampleLock_Extend() {
 	defer lock.Unlock(ctx)
 	// … first half of the work …
 	if err := lock.Extend(ctx, 10*time.Second); err != nil {
-		if errors.Is(err, redlock.ErrLockLost) || errors.Is(err, redlock.ErrLockExpired) {
+		if errors.Is(err, redlock.ErrTakenOver) || errors.Is(err, redlock.ErrExpired) {
 			log.Print("lock gone, stopping: ", err)
 			return
 		}
@@ -118,7 +118,7 @@ func ExampleClient_Do() {
 	err = c.Do(context.Background(), "report:daily", func(ctx context.Context) error {
 		for _, part := range []string{"a", "b", "c"} {
 			if err := ctx.Err(); err != nil {
-				return context.Cause(ctx) // ErrLockLost or ErrLockExpired
+				return context.Cause(ctx) // ErrTakenOver or ErrExpired
 			}
 			fmt.Println("writing part", part)
 		}
@@ -129,8 +129,8 @@ func ExampleClient_Do() {
 	}
 }
 
-// Without a closure: auto-extend a Lock, and watch Lost.
-func ExampleLock_Lost() {
+// Without a closure: auto-extend a Lock, and watch Done.
+func ExampleLock_Done() {
 	c, err := redlock.New(nodes())
 	if err != nil {
 		log.Fatal(err)
@@ -143,22 +143,23 @@ func ExampleLock_Lost() {
 	}
 	defer lock.Unlock(ctx)
 	select {
-	case <-lock.Lost():
-		log.Print("no longer leader: ", lock.Err())
+	case <-lock.Done():
+		log.Print("no longer leader: ", lock.Err()) // ErrExpired or ErrTakenOver
 	case <-ctx.Done():
 	}
 }
 
-// WithLogger reports every acquisition, extension, loss and release through
-// log/slog; WithObserver takes any Observer, e.g. for metrics.
+// WithLogger reports every acquisition, extension, release and early end
+// through log/slog; WithObserver takes any function of events, e.g. for
+// metrics.
 func ExampleWithLogger() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	c, err := redlock.New(nodes(), redlock.WithLogger(logger),
-		redlock.WithObserver(redlock.ObserverFunc(func(e redlock.Event) {
-			if e.Kind == redlock.EventLost {
-				fmt.Println("lost", e.Key, "after", e.Held)
+		redlock.WithObserver(func(e redlock.Event) {
+			if e.Kind == redlock.EventEnd {
+				fmt.Println(e.Key, "ended after", e.Held, "held:", e.Err)
 			}
-		})))
+		}))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -246,8 +247,8 @@ func ExampleClient_Inspect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if token, meta, ok := s.Holder(); ok {
-		fmt.Printf("held by %s (%s) for %v more\n", token, meta, s.Remaining())
+	if holder, meta, ok := s.Holder(); ok {
+		fmt.Printf("held by %s (%s) for %v more\n", holder, meta, s.Remaining())
 	}
 	for _, n := range s.Nodes {
 		fmt.Printf("%s held=%v ttl=%v err=%v\n", n.Node, n.Held, n.TTL, n.Err)
@@ -278,7 +279,7 @@ func ExampleQuorumError() {
 	fmt.Println(errors.Is(err, redlock.ErrNotObtained), errors.Is(err, context.Canceled))
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
-		fmt.Println(qe.Op, qe.Key, qe.Quorum)
+		fmt.Println(qe.Op, qe.Quorum, qe.Granted)
 	}
 	fmt.Println(err)
 
@@ -286,7 +287,7 @@ func ExampleQuorumError() {
 	fmt.Println(errors.Is(err, redlock.ErrInvalidArgument), err)
 	// Output:
 	// true true
-	// lock job 2
+	// lock 2 0
 	// redlock: lock "job": not obtained: no node asked: context canceled
 	// true redlock: invalid argument: empty key
 }

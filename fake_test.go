@@ -85,6 +85,8 @@ func newFakeNodes(n int) []*fakeNode {
 
 func (n *fakeNode) name() string { return n.id }
 
+func (n *fakeNode) multiShard() bool { return false }
+
 // enter waits for the gate and the node's delay, and returns the injected
 // error, if any.
 func (n *fakeNode) enter() error {
@@ -160,7 +162,7 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	case opExtend:
 		return n.extend(o.key, o.token, o.ttl)
 	case opRelease:
-		return n.release(ctx, o.key, o.token, o.ttl, o.argv[6] == 1)
+		return n.release(ctx, o.key, o.token, o.ttl, !o.quiet)
 	}
 	return n.inspect(o.key)
 }
@@ -171,7 +173,7 @@ func (n *fakeNode) reportRunID(o *op, res result) result {
 	n.mu.Lock()
 	id := n.runID
 	n.mu.Unlock()
-	if known, _ := o.argv[o.argc-1].(string); known != "" && !strings.Contains(known, ","+id+",") {
+	if known, _ := o.knownIDs.(string); known != "" && !strings.Contains(known, ","+id+",") {
 		res.runID = id
 	}
 	return res

@@ -17,7 +17,7 @@ func FuzzLockArgs(f *testing.F) {
 	f.Add("k", "m", "T", int64(-1))
 	f.Fuzz(func(t *testing.T, key, meta, token string, ttl int64) {
 		c := newTestClient(t, newFakeNodes(3))
-		opts := []LockOption{WithTTL(time.Duration(ttl)), WithMetadata(meta)}
+		opts := []Option{WithTTL(time.Duration(ttl)), WithMetadata(meta)}
 		if token != "" {
 			opts = append(opts, WithToken(token))
 		}
@@ -33,8 +33,8 @@ func FuzzLockArgs(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tok, m, ok := s.Holder(); !ok || tok != l.Token() || m != meta {
-			t.Fatalf("holder reads back as %q %q %v, want %q %q", tok, m, ok, l.Token(), meta)
+		if h, m, ok := s.Holder(); !ok || h != holderID(l.Token()) || m != meta {
+			t.Fatalf("holder reads back as %q %q %v, want %q %q", h, m, ok, holderID(l.Token()), meta)
 		}
 		if err := l.Unlock(t.Context()); err != nil {
 			t.Fatalf("Unlock: %v", err)
@@ -98,7 +98,7 @@ func FuzzReplies(f *testing.F) {
 func FuzzOptions(f *testing.F) {
 	f.Add(0.01, int64(time.Second), int64(time.Minute), int64(time.Hour), int64(0), "redlock:", 3)
 	f.Add(-1.0, int64(-1), int64(-1), int64(0), int64(-5), "a{b}", 0)
-	f.Add(0.999, int64(1), int64(MaxTTL+1), int64(1), int64(1), "", 65)
+	f.Add(0.999, int64(1), int64(maxTTL+1), int64(1), int64(1), "", 65)
 	f.Fuzz(func(t *testing.T, drift float64, nodeTimeout, guard, maxHold, every int64, prefix string, n int) {
 		if n < 0 || n > 100 {
 			n = 3

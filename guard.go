@@ -1,19 +1,12 @@
 package redlock
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// ErrNodeRestarted is a node's reason in a [QuorumError] when its grant did
-// not count: the node came back as a new process (a new run_id) less than
-// the restart guard's period ago, so it may have forgotten grants it made to
-// others before (see [WithRestartGuard]).
-var ErrNodeRestarted = errors.New("redlock: node restarted recently; its grant does not count (WithRestartGuard)")
 
 // restartGuard is the Redlock spec's "delayed restart" rule, enforced by the
 // client: each acquire script also reports its node's run_id when it is not
@@ -41,8 +34,14 @@ func newRestartGuard(period time.Duration, multi []bool) *restartGuard {
 	return g
 }
 
-// known returns the list of run_ids for the scripts, boxed once.
-func (g *restartGuard) known() any { return g.list.Load() }
+// known returns the list of run_ids for the scripts, boxed once; "" (the
+// guard off) for a nil guard.
+func (g *restartGuard) known() any {
+	if g == nil {
+		return ""
+	}
+	return g.list.Load()
+}
 
 // check records node i's run_id from an acquire reply and marks a grant
 // that must not count.

@@ -139,7 +139,7 @@ func (h *handoff) notice(channel, token string) {
 		q.notices = make(map[string]int)
 	}
 	q.notices[token]++
-	if q.notices[token] == h.c.Quorum() {
+	if q.notices[token] == h.c.quorum() {
 		q.wakeFirst()
 	}
 }

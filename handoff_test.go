@@ -11,7 +11,7 @@ import (
 
 // waitHour is a retry strategy that never fires within a test: a waiter
 // that gets the lock was woken by a hand-off, or by the holder's TTL.
-var waitHour = WithRetry(ConstantBackoff(time.Hour))
+var waitHour = WithRetry(RandomBackoff(time.Hour, time.Hour))
 
 // expectHandoff takes the lock with holder, starts a Lock in waiter whose
 // retry timer is an hour, unlocks, and fails unless the waiter gets the

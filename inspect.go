@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"slices"
 	"strings"
@@ -10,9 +12,12 @@ import (
 
 // NodeState is what one node says about a key.
 type NodeState struct {
-	Node     string        // the node's address, or "node N"
-	Held     bool          // the key exists on this node
-	Token    string        // the holder's token, when held
+	Node string // the node's address, or "node N"
+	Held bool   // the key exists on this node
+	// Holder names the holder without revealing its token: the first 12
+	// hex digits of the token's SHA-256, the same on every node.
+	Holder   string
+	Token    string        // the holder's token, only when Inspect was given it with WithToken
 	Metadata string        // the holder's metadata, when held
 	TTL      time.Duration // the key's remaining TTL on this node; −1 if it has none
 	Fence    uint64        // the key's fence counter on this node (WithFencing); 0 if none
@@ -21,39 +26,37 @@ type NodeState struct {
 
 // KeyState is what every node says about a key, from [Client.Inspect].
 type KeyState struct {
-	Key    string
-	Quorum int
-	Nodes  []NodeState // in node order
+	Nodes []NodeState // in node order
 }
 
-// Holder returns the token held by a majority of nodes, with its metadata,
-// and whether there is one. When fewer than a majority answered, there is
-// none, whatever the other nodes hold.
-func (s *KeyState) Holder() (token, metadata string, ok bool) {
+// Holder returns the holder that a majority of nodes name, with its
+// metadata, and whether there is one. When fewer than a majority answered,
+// there is none, whatever the other nodes hold.
+func (s *KeyState) Holder() (holder, metadata string, ok bool) {
 	counts := make(map[string]int)
 	for _, n := range s.Nodes {
 		if n.Held {
-			counts[n.Token]++
-			if counts[n.Token] >= s.Quorum {
-				return n.Token, n.Metadata, true
+			counts[n.Holder]++
+			if counts[n.Holder] >= quorum(len(s.Nodes)) {
+				return n.Holder, n.Metadata, true
 			}
 		}
 	}
 	return "", "", false
 }
 
-// Remaining returns how long the majority holder will keep the lock unless it
-// extends or releases it: the time until fewer than a majority of nodes still
-// hold its token, as the nodes' TTLs say. It is 0 when no token is held by a
+// Remaining returns how long the majority holder keeps the lock unless it
+// extends or releases it: the time until fewer than a majority of nodes
+// still hold its key, as the nodes' TTLs say. It is 0 when no holder has a
 // majority, and math.MaxInt64 when a majority holds keys without TTL.
 func (s *KeyState) Remaining() time.Duration {
-	token, _, ok := s.Holder()
+	holder, _, ok := s.Holder()
 	if !ok {
 		return 0
 	}
 	var ttls []time.Duration
 	for _, n := range s.Nodes {
-		if n.Held && n.Token == token {
+		if n.Held && n.Holder == holder {
 			t := n.TTL
 			if t < 0 {
 				t = math.MaxInt64
@@ -63,15 +66,19 @@ func (s *KeyState) Remaining() time.Duration {
 	}
 	// The quorum-th longest TTL: after it, fewer than a majority hold.
 	slices.Sort(ttls)
-	return ttls[len(ttls)-s.Quorum]
+	return ttls[len(ttls)-quorum(len(s.Nodes))]
 }
 
-// Inspect asks every node what it holds at key: holder token and metadata
-// and the remaining TTL, or the node's error. It changes nothing. The error
-// is non-nil only for an invalid key or a ctx that is already done; node
-// failures are reported per node.
-func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
-	if err := checkKey(key); err != nil {
+// Inspect asks every node what it holds at key: the holder (named without
+// its token), its metadata, the remaining TTL and the fence counter, or
+// the node's error. It changes nothing. Tokens are shown only to a holder
+// that passes its own with [WithToken], on the nodes that hold it. The
+// error is non-nil only for an invalid key or option, a Client that is
+// closed, or a ctx that is already done; node failures are reported per
+// node.
+func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*KeyState, error) {
+	lc, err := c.callConfig(key, toInspect, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -80,17 +87,27 @@ func (c *Client) Inspect(ctx context.Context, key string) (*KeyState, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	o := newOp(opInspect, c.redisKey(key), "", "", 0)
-	r := fanOut(ctx, c.work, c.nodes, len(c.nodes), c.nodeTimeout(c.cfg.lock.ttl), o, nil, false)
+	r := c.send(ctx, request{op: newOp(opInspect, c.redisKey(key), "", "", 0), need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)})
 	r.finish(&c.bg, nil)
-	s := &KeyState{Key: key, Quorum: c.Quorum(), Nodes: make([]NodeState, len(c.nodes))}
+	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
 		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence)}
 		if res.status == statusHeld {
+			var token string
 			st.Held, st.TTL = true, res.pttl
-			st.Token, st.Metadata, _ = strings.Cut(res.value, "\x00")
+			token, st.Metadata, _ = strings.Cut(res.value, "\x00")
+			st.Holder = holderID(token)
+			if lc.token != "" && token == lc.token {
+				st.Token = token
+			}
 		}
 		s.Nodes[i] = st
 	}
 	return s, nil
+}
+
+// holderID names a token's holder without revealing the token.
+func holderID(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
 }

@@ -27,14 +27,25 @@ func testInspect(t *testing.T) {
 	fakes[4].setErr(errFakeDown)
 	s, err = c.Inspect(t.Context(), "k")
 	require.NoError(t, err)
-	tok, meta, ok := s.Holder()
+	holder, meta, ok := s.Holder()
 	require.True(t, ok)
-	require.Equal(t, l.Token(), tok)
+	require.Equal(t, holderID(l.Token()), holder)
 	require.Equal(t, "host=a pid=1", meta)
 	require.Equal(t, time.Second, s.Remaining(), "the third-longest of 1 s, 2 s and 10 s")
 	require.True(t, s.Nodes[3].Held)
-	require.Equal(t, "other", s.Nodes[3].Token)
+	require.Equal(t, holderID("other"), s.Nodes[3].Holder)
 	require.EqualValues(t, -1, s.Nodes[3].TTL)
+	for _, n := range s.Nodes {
+		require.Empty(t, n.Token, "%s: Inspect showed a token to a caller that did not give it", n.Node)
+	}
+	// The holder that gives its own token sees it, on its nodes only.
+	s, err = c.Inspect(t.Context(), "k", WithToken(l.Token()))
+	require.NoError(t, err)
+	for i, want := range []string{l.Token(), l.Token(), l.Token(), "", ""} {
+		require.Equal(t, want, s.Nodes[i].Token, "node %d", i)
+	}
+	_, err = c.Inspect(t.Context(), "k", WithTTL(time.Second))
+	require.ErrorIs(t, err, ErrInvalidArgument, "Inspect takes only WithToken")
 	require.Error(t, s.Nodes[4].Err)
 	require.False(t, s.Nodes[4].Held)
 	_, err = c.Inspect(t.Context(), "")

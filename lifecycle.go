@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // extender is the one goroutine of an auto-extended lock.
@@ -22,8 +20,8 @@ type extender struct {
 func (l *Lock) startExtending() {
 	l.ext = &extender{stop: make(chan struct{}), done: make(chan struct{})}
 	l.mu.Lock()
-	if l.lostCh == nil {
-		l.lostCh = make(chan struct{})
+	if l.done == nil {
+		l.done = make(chan struct{})
 	}
 	l.mu.Unlock()
 	go l.extendLoop(l.ext)
@@ -38,30 +36,35 @@ func (l *Lock) stopExtending() {
 	}
 }
 
+// extension is the state of an auto-extension schedule.
+type extension struct {
+	ttl, every, margin time.Duration
+	holdEnd            time.Time // WithMaxHold: no validity past this
+	next               time.Time // the next extension is due
+	capped             bool      // the last extension the cap allows is done
+	failures           int       // in a row
+	lastErr            error
+}
+
 // extendLoop extends the lock every interval from its last extension (or
 // acquisition). A failed extension is retried at a quarter of the interval.
 // When TTL/10 of validity is left without a successful extension, or the
-// last extension allowed by the hold cap runs out, the lock is lost.
+// last extension allowed by the hold cap runs out, the lock ends as
+// expired.
 func (l *Lock) extendLoop(x *extender) {
 	defer close(x.done)
-	c := l.c
-	ttl := l.cfg.ttl
-	every := l.cfg.every
-	if every <= 0 {
-		every = ttl / DefaultExtendDivisor
+	s := extension{ttl: l.cfg.ttl, every: l.cfg.every, margin: l.cfg.ttl / endMarginDivisor, holdEnd: l.acquired.Add(l.cfg.maxHold)}
+	if s.every <= 0 {
+		s.every = s.ttl / extendDivisor
 	}
-	margin := ttl / LostMarginDivisor
-	holdEnd := l.acquired.Add(l.cfg.maxHold)
-	next := l.acquired.Add(every)
-	failures, capped := 0, false
-	var lastErr error
+	s.next = l.acquired.Add(s.every)
 	for {
-		deadline := l.Until().Add(-margin)
+		deadline := l.validUntil().Add(-s.margin)
 		wake := deadline
-		if !capped && next.Before(deadline) {
-			wake = next
+		if !s.capped && s.next.Before(deadline) {
+			wake = s.next
 		}
-		t := time.NewTimer(wake.Sub(time.Now()))
+		t := time.NewTimer(time.Until(wake))
 		select {
 		case <-x.stop:
 			t.Stop()
@@ -70,70 +73,88 @@ func (l *Lock) extendLoop(x *extender) {
 		}
 		now := time.Now()
 		if !now.Before(deadline) {
-			switch {
-			case capped:
-				l.lose(fmt.Errorf("%w: held for the maximum %v (WithMaxHold)", ErrLockExpired, l.cfg.maxHold))
-			case lastErr != nil:
-				l.lose(fmt.Errorf("%w: not extended before its validity ran out (%d failed extensions, the last: %w)", ErrLockExpired, failures, lastErr))
-			default:
-				l.lose(fmt.Errorf("%w: not extended before its validity ran out", ErrLockExpired))
-			}
+			l.endEarly(s.expiry(l.cfg.maxHold))
 			return
 		}
-		extTTL := min(ttl, holdEnd.Sub(now))
-		if extTTL < MinTTL || !canBeValid(extTTL, c.cfg.drift) {
-			capped = true // let it run out, then report it lost
-			continue
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err := l.extend(ctx, extTTL)
-		cancel()
-		switch {
-		case err == nil:
-			next, failures, lastErr = now.Add(every), 0, nil
-			capped = extTTL < ttl
-		case errors.Is(err, ErrReleased):
+		if !l.extendOnce(&s, now, deadline) {
 			return
-		case errors.Is(err, ErrLockLost), errors.Is(err, ErrLockExpired):
-			return // extend has ended the lock as lost
-		default:
-			failures, lastErr = failures+1, err
-			next = now.Add(every / 4)
 		}
 	}
 }
 
+// expiry is why an auto-extended lock ran out.
+func (s *extension) expiry(maxHold time.Duration) error {
+	switch {
+	case s.capped:
+		return fmt.Errorf("%w: held for the maximum %v (WithMaxHold)", ErrExpired, maxHold)
+	case s.lastErr != nil:
+		return fmt.Errorf("%w: not extended before its validity ran out (%d failed extensions, the last: %w)", ErrExpired, s.failures, s.lastErr)
+	}
+	return fmt.Errorf("%w: not extended before its validity ran out", ErrExpired)
+}
+
+// extendOnce makes one scheduled extension at now, bounded by deadline, and
+// reports whether the loop goes on.
+func (l *Lock) extendOnce(s *extension, now, deadline time.Time) bool {
+	ttl := min(s.ttl, s.holdEnd.Sub(now))
+	if ttl < minTTL || !canBeValid(ttl, l.c.cfg.drift) {
+		s.capped = true // let it run out, then end it as expired
+		return true
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err := l.extend(ctx, ttl)
+	cancel()
+	switch {
+	case err == nil:
+		s.next, s.failures, s.lastErr = now.Add(s.every), 0, nil
+		s.capped = ttl < s.ttl
+	case errors.Is(err, ErrReleased), errors.Is(err, ErrTakenOver), errors.Is(err, ErrExpired):
+		return false // released, or extend has ended the lock
+	default:
+		s.failures, s.lastErr = s.failures+1, err
+		s.next = now.Add(s.every / 4)
+	}
+	return true
+}
+
 // Do acquires the lock on key (waiting as [Client.Lock] does), runs fn, and
 // releases the lock, even if fn panics. While fn runs the lock is extended
-// every TTL/3 (see [WithAutoExtend]); if extension cannot keep a majority,
-// fn's context is cancelled when TTL/10 of validity is left, with
-// [context.Cause] an error matching [ErrLockLost] or [ErrLockExpired]. fn
-// must stop its work when its context is done.
+// every TTL/3; if extension cannot keep a majority, fn's context is
+// cancelled when TTL/10 of validity is left, with [context.Cause] an error
+// matching [ErrExpired] or [ErrTakenOver]. Extension stops at the hold cap,
+// 1 hour by default ([WithMaxHold] sets it): a longer fn has its context
+// cancelled, with an expiry that names the cap, TTL/10 before the last
+// extension runs out. [Client.Close] cancels fn's context with cause
+// [ErrClosed]. fn must stop its work when its context is done. Do takes the
+// options of Lock.
 //
 // Do returns fn's error joined with the lock's: the error of the
-// acquisition, the cause of the loss, or the error of the release.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...LockOption) (err error) {
+// acquisition, why the lock ended early (ErrExpired, ErrTakenOver or
+// ErrClosed), or the error of the release.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	if fn == nil {
 		return invalid("nil function")
 	}
-	lc, err := c.lockConfig(key, opts)
+	lc, err := c.callConfig(key, toLock, opts)
 	if err != nil {
 		return err
 	}
 	work, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lc.autoExtend = true
-	lc.onLost = func(err error) { cancel(err) }
+	lc.onEnd = func(err error) { cancel(err) }
 	l, err := c.lock(ctx, key, &lc)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		lost := l.Err() // before the release: nil unless the lock was lost
+		ended := l.Err() // before the release: nil unless the lock ended early
 		uerr := l.Unlock(context.WithoutCancel(ctx))
-		switch {
-		case lost != nil:
-			err = errors.Join(err, lost)
+		switch cause := context.Cause(work); {
+		case errors.Is(cause, ErrClosed): // Close released the lock under fn
+			err = errors.Join(err, cause)
+		case ended != nil:
+			err = errors.Join(err, ended)
 		case uerr != nil:
 			err = errors.Join(err, uerr)
 		}
@@ -141,64 +162,86 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return fn(work)
 }
 
-// closeReleases bounds the releases Close runs at once: a Client holding
-// thousands of locks does not start thousands of rounds together.
-const closeReleases = 64
+// Done returns a channel that is closed when the lock ends: when it is
+// released, when it expired (its validity ran out, or auto-extension could
+// not keep a majority), or when it was taken over. [Lock.Err] then says
+// which. Like a context's Done channel, it is never closed while the lock
+// is valid and held.
+func (l *Lock) Done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+		switch {
+		case l.doneShut:
+			close(l.done)
+		case l.ext == nil:
+			// No goroutine: a timer ends the lock when its validity runs
+			// out (Extend moves it).
+			l.timer = time.AfterFunc(l.until.Sub(time.Now()), func() {
+				l.endEarly(fmt.Errorf("%w: validity ran out", ErrExpired))
+			})
+		}
+	}
+	return l.done
+}
 
-// Close releases every lock this Client still holds (stopping their
-// auto-extension, and cancelling the context of work running under Do with
-// cause [ErrClosed] first), stops the release-notice subscriptions, ends any Lock
-// still waiting with [ErrClosed], and waits for the Client's goroutines,
-// as long as ctx allows. Later calls to Lock, TryLock, Do and Inspect return
-// [ErrClosed]. Close does not close the go-redis clients, which belong to
-// the caller. It returns the errors of releases that a majority did not
-// confirm (those keys expire at their TTL); locks that had already expired
-// or been taken over are not errors. A second Close returns nil.
-func (c *Client) Close(ctx context.Context) error {
-	c.mu.Lock()
-	if c.checkOpen() != nil {
-		c.mu.Unlock()
-		return nil
-	}
-	close(c.closed)
-	locks := make([]*Lock, 0, len(c.held))
-	for l := range c.held {
-		locks = append(locks, l)
-	}
-	c.mu.Unlock()
+// Err returns nil while the lock is held and valid as far as this process
+// knows; once [Lock.Done] is closed, it returns why: an error matching
+// [ErrExpired] or [ErrTakenOver], or [ErrReleased] after Unlock.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.endErr
+}
 
-	// Releases are bounded by the node timeout, and run closeReleases at a
-	// time; stopping subscriptions and the calls still running on
-	// unresponsive nodes are bounded by go-redis's own timeouts, so those
-	// are waited for only as long as ctx allows.
-	errs := make([]error, len(locks))
-	var g errgroup.Group
-	g.SetLimit(closeReleases)
-	for i, l := range locks {
-		g.Go(func() error {
-			// Work running under Do is told first: its lock is going away.
-			if l.cfg.onLost != nil {
-				l.cfg.onLost(ErrClosed)
-			}
-			// A lock already gone (expired, taken over, released) has
-			// nothing left to release; only unconfirmed releases count.
-			if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, ErrNotObtained) {
-				errs[i] = err
-			}
-			return nil // every release is tried, and every failure reported
-		})
+// end records why the lock ended, once, and closes Done. It reports whether
+// this call was the one that ended it.
+func (l *Lock) end(err error) bool {
+	if !l.claimEnd(err) {
+		return false
 	}
-	_ = g.Wait()
-	done := make(chan struct{})
-	go func() {
-		c.hand.close()
-		c.bg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("redlock: close: calls to unresponsive nodes still running: %w", ctx.Err()))
+	l.closeDone()
+	return true
+}
+
+// claimEnd records err as the reason the lock ended, unless it has one.
+func (l *Lock) claimEnd(err error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.endErr != nil {
+		return false
 	}
-	return errors.Join(errs...)
+	l.endErr = err
+	return true
+}
+
+// closeDone closes Done (made later, it is made closed) and stops the timer.
+func (l *Lock) closeDone() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done != nil && !l.doneShut {
+		close(l.done)
+	}
+	l.doneShut = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}
+
+// endEarly ends the lock before its release: it expired or was taken over,
+// and can no longer be trusted. Observers are told and, under Do, the
+// work's context is cancelled with err as its cause, before Done is closed.
+func (l *Lock) endEarly(err error) {
+	if !l.claimEnd(err) {
+		return
+	}
+	c := l.c
+	if c.observing() {
+		c.emit(Event{Kind: EventEnd, Context: context.Background(), Key: l.key, Held: time.Since(l.acquired), Err: err})
+	}
+	if l.cfg.onEnd != nil {
+		l.cfg.onEnd(err)
+	}
+	l.closeDone()
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +20,7 @@ func TestAutoExtendKeepsTheLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		rec := &recorder{}
-		c := newTestClient(t, fakes, WithObserver(rec))
+		c := newTestClient(t, fakes, WithObserver(rec.Observe))
 		const ttl = 100 * time.Millisecond // extensions every 33.33 ms never coincide with the checks
 		l, err := c.TryLock(t.Context(), "k", WithTTL(ttl), WithAutoExtend(0))
 		require.NoError(t, err)
@@ -28,7 +29,7 @@ func TestAutoExtendKeepsTheLock(t *testing.T) {
 			require.Positive(t, l.Validity(), "lost while healthy: %v", l.Err())
 			require.NoError(t, l.Err())
 		}
-		require.Equal(t, 15, rec.count(EventExtended), "extensions in 5×TTL, one every TTL/3")
+		require.Equal(t, 15, rec.count(EventExtend), "extensions in 5×TTL, one every TTL/3")
 		require.NoError(t, l.Unlock(t.Context()))
 		select {
 		case <-l.ext.done:
@@ -39,7 +40,7 @@ func TestAutoExtendKeepsTheLock(t *testing.T) {
 		time.Sleep(ttl)
 		require.Equal(t, before, fakes[0].extends.Load(), "extensions after Unlock")
 		select {
-		case <-l.Lost():
+		case <-l.Done():
 		default:
 			t.Fatal("Lost not closed after Unlock")
 		}
@@ -53,20 +54,20 @@ func TestAutoExtendLosesBeforeValidityEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		rec := &recorder{}
-		c := newTestClient(t, fakes, WithObserver(rec))
+		c := newTestClient(t, fakes, WithObserver(rec.Observe))
 		const ttl = 300 * time.Millisecond
 		l, err := c.TryLock(t.Context(), "k", WithTTL(ttl), WithAutoExtend(0))
 		require.NoError(t, err)
 		c.bg.Wait()
 		fakes[1].setErr(errFakeDown)
 		fakes[2].setErr(errFakeDown)
-		until := l.Until() // no extension succeeds from now on
-		<-l.Lost()
-		require.Equal(t, ttl/LostMarginDivisor, until.Sub(time.Now()), "validity left when the loss was announced")
-		require.ErrorIs(t, l.Err(), ErrLockExpired)
+		until := l.validUntil() // no extension succeeds from now on
+		<-l.Done()
+		require.Equal(t, ttl/endMarginDivisor, until.Sub(time.Now()), "validity left when the loss was announced")
+		require.ErrorIs(t, l.Err(), ErrExpired)
 		require.ErrorContains(t, l.Err(), "failed extensions")
-		require.Positive(t, rec.count(EventExtendFailed), "extension failures reported")
-		require.Equal(t, 1, rec.count(EventLost), "events %v", rec.kinds())
+		require.Positive(t, rec.countFailed(EventExtend), "extension failures reported")
+		require.Equal(t, 1, rec.count(EventEnd), "events %v", rec.kinds())
 	})
 }
 
@@ -81,9 +82,9 @@ func TestAutoExtendTakenOver(t *testing.T) {
 			f.set("redlock:{k}", "other", time.Minute)
 		}
 		start := time.Now()
-		<-l.Lost()
+		<-l.Done()
 		require.Equal(t, 20*time.Millisecond, time.Since(start), "lost at the next extension")
-		require.ErrorIs(t, l.Err(), ErrLockLost)
+		require.ErrorIs(t, l.Err(), ErrTakenOver)
 		require.Zero(t, l.Validity())
 	})
 }
@@ -101,13 +102,13 @@ func TestMaxHold(t *testing.T) {
 			return context.Cause(ctx)
 		}, WithTTL(ttl), WithMaxHold(hold))
 		took := time.Since(start)
-		require.ErrorIs(t, err, ErrLockExpired)
+		require.ErrorIs(t, err, ErrExpired)
 		require.ErrorContains(t, err, "WithMaxHold")
 		// Extensions every TTL/3; the fifth, at 5×TTL/3, is cut to the
 		// hold's remaining 83.3 ms, so the lock ends at the cap minus that
 		// extension's drift, and the work is told TTL/10 before.
 		last := 5 * (ttl / 3)
-		want := hold - drift(hold-last, DefaultDriftFactor) - ttl/LostMarginDivisor
+		want := hold - drift(hold-last, defaultDriftFactor) - ttl/endMarginDivisor
 		require.Equal(t, want, took)
 	})
 }
@@ -131,7 +132,7 @@ func TestDo(t *testing.T) {
 			return wantErr
 		}, WithTTL(50*time.Millisecond))
 		require.ErrorIs(t, err, wantErr)
-		require.NotErrorIs(t, err, ErrLockExpired)
+		require.NotErrorIs(t, err, ErrExpired)
 		c.bg.Wait()
 		for i, f := range fakes {
 			_, held := f.value("redlock:{k}")
@@ -144,12 +145,12 @@ func TestDo(t *testing.T) {
 				f.set("redlock:{k}", "other", time.Minute)
 			}
 			<-ctx.Done()
-			if !errors.Is(context.Cause(ctx), ErrLockLost) {
-				t.Errorf("cause: got %v, want ErrLockLost", context.Cause(ctx))
+			if !errors.Is(context.Cause(ctx), ErrTakenOver) {
+				t.Errorf("cause: got %v, want ErrTakenOver", context.Cause(ctx))
 			}
 			return nil
 		}, WithTTL(100*time.Millisecond), WithAutoExtend(10*time.Millisecond))
-		require.ErrorIs(t, err, ErrLockLost)
+		require.ErrorIs(t, err, ErrTakenOver)
 	})
 	run("panic releases", func(t *testing.T, fakes []*fakeNode, c *Client) {
 		func() {
@@ -213,9 +214,9 @@ func TestClose(t *testing.T) {
 	})
 }
 
-// TestLostRace: Lost, Err, Unlock and a loss racing never double-close or
+// TestEndRace: Lost, Err, Unlock and a loss racing never double-close or
 // deadlock (run with -race).
-func TestLostRace(t *testing.T) {
+func TestEndRace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		c := newTestClient(t, fakes)
@@ -223,8 +224,8 @@ func TestLostRace(t *testing.T) {
 			l, err := c.TryLock(t.Context(), "k", WithTTL(20*time.Millisecond), WithAutoExtend(time.Millisecond))
 			require.NoError(t, err)
 			var wg sync.WaitGroup
-			wg.Go(func() { <-l.Lost() })
-			wg.Go(func() { l.lose(errors.New("test loss")) })
+			wg.Go(func() { <-l.Done() })
+			wg.Go(func() { l.endEarly(errors.New("test loss")) })
 			wg.Go(func() { _ = l.Err() })
 			wg.Go(func() { _ = l.Unlock(t.Context()) })
 			wg.Wait()
@@ -239,17 +240,17 @@ func TestLostRace(t *testing.T) {
 	})
 }
 
-// TestLostBetweenClaimAndClose: Lost called after a loss is claimed but
+// TestEndBetweenClaimAndClose: Lost called after a loss is claimed but
 // before it is announced gets a closed channel, and the announcement does
 // not close it a second time.
-func TestLostBetweenClaimAndClose(t *testing.T) {
+func TestEndBetweenClaimAndClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestClient(t, newFakeNodes(3))
 		l, err := c.TryLock(t.Context(), "k")
 		require.NoError(t, err)
 		l.claimEnd(errors.New("lost"))
-		ch := l.Lost()
-		l.closeLost() // would panic on a double close
+		ch := l.Done()
+		l.closeDone() // would panic on a double close
 		select {
 		case <-ch:
 		default:
@@ -276,5 +277,33 @@ func TestNoExtensionAfterUnlock(t *testing.T) {
 			late.Add(fakes[0].extends.Load() - before)
 		}
 		require.Zero(t, late.Load(), "extensions after Unlock returned")
+	})
+}
+
+// TestCloseInterruptsDo: Close under Do cancels the work's context with
+// ErrClosed, releases the lock, and Do's error says the Client was closed.
+func TestCloseInterruptsDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c, err := newClient([]node{fakes[0], fakes[1], fakes[2]}, nil)
+		require.NoError(t, err)
+		started := make(chan struct{})
+		done := make(chan error)
+		go func() {
+			done <- c.Do(t.Context(), "k", func(ctx context.Context) error {
+				close(started)
+				<-ctx.Done()
+				assert.ErrorIs(t, context.Cause(ctx), ErrClosed) // not require: another goroutine
+				return nil
+			})
+		}()
+		<-started
+		require.NoError(t, c.Close(t.Context()))
+		err = <-done
+		require.ErrorIs(t, err, ErrClosed)
+		for i, f := range fakes {
+			_, held := f.value("redlock:{k}")
+			require.False(t, held, "node %d still holds the key", i)
+		}
 	})
 }

@@ -49,7 +49,7 @@ func TestExtend(t *testing.T) {
 	})
 	run("expired keys are not re-created", func(t *testing.T, fakes []*fakeNode, l *Lock) {
 		time.Sleep(2 * time.Second)
-		require.ErrorIs(t, l.Extend(t.Context(), 5*time.Second), ErrLockExpired)
+		require.ErrorIs(t, l.Extend(t.Context(), 5*time.Second), ErrExpired)
 		for i, f := range fakes {
 			_, held := f.value("redlock:{k}")
 			require.False(t, held, "node %d: Extend re-created the key", i)
@@ -59,7 +59,7 @@ func TestExtend(t *testing.T) {
 	run("taken over", func(t *testing.T, fakes []*fakeNode, l *Lock) {
 		time.Sleep(2 * time.Second)
 		fakes[0].set("redlock:{k}", "other", time.Minute)
-		require.ErrorIs(t, l.Extend(t.Context(), 5*time.Second), ErrLockLost)
+		require.ErrorIs(t, l.Extend(t.Context(), 5*time.Second), ErrTakenOver)
 		v, _ := fakes[0].value("redlock:{k}")
 		require.Equal(t, "other", v, "the other holder's key")
 	})
@@ -69,13 +69,13 @@ func TestExtend(t *testing.T) {
 		fakes[1].setErr(errFakeDown)
 		err := l.Extend(t.Context(), 5*time.Second)
 		require.ErrorIs(t, err, ErrNotObtained)
-		require.NotErrorIs(t, err, ErrLockLost)
-		require.NotErrorIs(t, err, ErrLockExpired)
+		require.NotErrorIs(t, err, ErrTakenOver)
+		require.NotErrorIs(t, err, ErrExpired)
 		require.Equal(t, before, l.Validity(), "a failed Extend keeps the validity it had")
 	})
 	run("bad ttl", func(t *testing.T, fakes []*fakeNode, l *Lock) {
 		before := fakes[0].calls.Load()
-		for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond, 2 * time.Millisecond, MaxTTL + 1} {
+		for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond, 2 * time.Millisecond, maxTTL + 1} {
 			require.ErrorIs(t, l.Extend(t.Context(), ttl), ErrInvalidArgument, "Extend(%v)", ttl)
 		}
 		require.Equal(t, before, fakes[0].calls.Load(), "a rejected Extend contacted a node")
@@ -102,7 +102,7 @@ func TestUnlock(t *testing.T) {
 	run("expired", func(t *testing.T, _ []*fakeNode, c *Client) {
 		l := lockAll(t, c, "k", WithTTL(time.Second))
 		time.Sleep(time.Second)
-		require.ErrorIs(t, l.Unlock(t.Context()), ErrLockExpired)
+		require.ErrorIs(t, l.Unlock(t.Context()), ErrExpired)
 	})
 	run("taken over", func(t *testing.T, fakes []*fakeNode, c *Client) {
 		l := lockAll(t, c, "k", WithTTL(time.Second))
@@ -110,7 +110,7 @@ func TestUnlock(t *testing.T) {
 		for _, f := range fakes[:2] {
 			f.set("redlock:{k}", "other", time.Minute)
 		}
-		require.ErrorIs(t, l.Unlock(t.Context()), ErrLockLost)
+		require.ErrorIs(t, l.Unlock(t.Context()), ErrTakenOver)
 		for _, f := range fakes[:2] {
 			v, _ := f.value("redlock:{k}")
 			require.Equal(t, "other", v, "a non-owner's Unlock changed the holder's key")
@@ -134,7 +134,7 @@ func TestUnlock(t *testing.T) {
 		time.Sleep(time.Nanosecond)
 		_, err = c.TryLock(t.Context(), "k")
 		require.NoError(t, err, "when the cooldown ends")
-		for _, d := range []time.Duration{-1, time.Microsecond, MaxTTL + 1} {
+		for _, d := range []time.Duration{-1, time.Microsecond, maxTTL + 1} {
 			require.ErrorIs(t, l.UnlockAfter(t.Context(), d), ErrInvalidArgument, "UnlockAfter(%v)", d)
 		}
 	})
@@ -154,9 +154,9 @@ func TestReentry(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // past the first TTL: the refresh kept the keys
 		s, err := c.Inspect(t.Context(), "k")
 		require.NoError(t, err)
-		tok, meta, ok := s.Holder()
+		holder, meta, ok := s.Holder()
 		require.True(t, ok)
-		require.Equal(t, l.Token(), tok)
+		require.Equal(t, holderID(l.Token()), holder)
 		require.Equal(t, "second", meta)
 		// A failed re-entry leaves the holder's keys in place.
 		fakes[1].setErr(errFakeDown)
@@ -169,19 +169,19 @@ func TestReentry(t *testing.T) {
 	})
 }
 
-// TestLostWithoutAutoExtend: without auto-extension, Lost is closed exactly
+// TestDoneWithoutAutoExtend: without auto-extension, Lost is closed exactly
 // when the validity runs out, and Extend moves that moment.
-func TestLostWithoutAutoExtend(t *testing.T) {
+func TestDoneWithoutAutoExtend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestClient(t, newFakeNodes(3))
 		l, err := c.TryLock(t.Context(), "k", WithTTL(60*time.Millisecond))
 		require.NoError(t, err)
-		lost := l.Lost()
+		lost := l.Done()
 		require.NoError(t, l.Extend(t.Context(), 200*time.Millisecond))
-		until := l.Until()
+		until := l.validUntil()
 		<-lost
 		require.Equal(t, until, time.Now(), "Lost closed at another time than the end of the validity")
-		require.ErrorIs(t, l.Err(), ErrLockExpired)
+		require.ErrorIs(t, l.Err(), ErrExpired)
 		require.Zero(t, l.Validity())
 	})
 }
@@ -221,18 +221,18 @@ func TestNeverGrantedNodesSayNothing(t *testing.T) {
 				validity := l.Validity()
 				err := l.Extend(t.Context(), testTTL)
 				require.ErrorIs(t, err, ErrNotObtained)
-				require.NotErrorIs(t, err, ErrLockLost)
-				require.NotErrorIs(t, err, ErrLockExpired)
+				require.NotErrorIs(t, err, ErrTakenOver)
+				require.NotErrorIs(t, err, ErrExpired)
 				require.NoError(t, l.Err(), "the failed Extend ended the lock")
 				require.Equal(t, validity, l.Validity())
 				err = l.Unlock(t.Context())
 				require.ErrorIs(t, err, ErrNotObtained)
-				require.NotErrorIs(t, err, ErrLockLost)
-				require.NotErrorIs(t, err, ErrLockExpired)
+				require.NotErrorIs(t, err, ErrTakenOver)
+				require.NotErrorIs(t, err, ErrExpired)
 				// A node that did grant and now shows another token is
 				// evidence: the lock was taken over.
 				fakes[2].set("redlock:{k}", "thief", time.Minute)
-				require.ErrorIs(t, l.Extend(t.Context(), testTTL), ErrLockLost)
+				require.ErrorIs(t, l.Extend(t.Context(), testTTL), ErrTakenOver)
 			})
 		})
 	}

@@ -6,261 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// This file is the wire protocol with one node. Every operation is one Lua
-// script, so each is atomic on the node and costs one round trip: EVALSHA,
-// falling back to EVAL when the node answers NOSCRIPT. (go-redis's
-// Script.Run does the same, but cannot turn off go-redis's own retries; see
-// noRetry.)
-//
-// A lock is one string key. Its value is the holder's token, followed by a
-// NUL byte and the holder's metadata when there is any, so ownership is "the
-// value is the token, or starts with token+NUL". Tokens never contain NUL.
-//
-// Only GET, SET, PTTL, PEXPIRE and DEL touch the key: a key of another type
-// makes GET fail with WRONGTYPE, the script stops, and the foreign key is
-// left as it was.
-
-// The scripts. Each takes the lock key as KEYS[1].
-
-// acquireSrc takes the lock or re-enters it.
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] known run_ids
-// (see runIDCheck).
-// Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
-// refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
-// holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
-// holder's token lets a waiter tell a holder with a majority from a split
-// vote; it never leaves the library.
-const acquireSrc = runIDCheck + `
-local v = redis.call('GET', KEYS[1])
-if not v then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return reply(1)
-end
-if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return reply(2)
-end
-local nul = string.find(v, '\0', 1, true)
-if nul then v = string.sub(v, 1, nul - 1) end
-return reply({-1 - redis.call('PTTL', KEYS[1]), v})
-`
-
-// runIDCheck starts the acquire scripts, for the restart guard: it defines
-// reply, which every exit goes through. The last ARGV lists the run_ids the
-// client knows; empty, the guard is off. If the node's run_id is among them
-// the reply is unchanged, so the common case costs an INFO server call but
-// no larger reply; if not (first contact, or the node restarted), the reply
-// is wrapped: {'runid', run_id, reply}. INFO runs before anything is
-// written: a user whose ACL forbids it gets an error and no key.
-const runIDCheck = `
-local newid
-if ARGV[#ARGV] ~= '' then
-	local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
-	if not (id and string.find(ARGV[#ARGV], id, 1, true)) then newid = id or '' end
-end
-local function reply(r)
-	if newid then return {'runid', newid, r} end
-	return r
-end
-`
-
-// extendSrc resets the TTL of a key we hold; it never re-creates one.
-// ARGV[1] token, ARGV[2] ttl in ms.
-// Reply: 1 extended; 0 key absent (expired); −1 another token holds it.
-const extendSrc = `
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
-`
-
-// releaseSrc deletes a key we hold and publishes the token on the key's
-// release channel (KEYS[1]..":released") for waiters; or, with a cooldown,
-// leaves the key in place to expire cooldown ms from now, keeping other
-// tokens out until then.
-// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] 1 to
-// publish (an Unlock), 0 not (taking back a failed attempt's grants, which
-// released no lock anyone held).
-// Reply: 1 released; 0 key absent (expired); −1 another token holds it.
-const releaseSrc = `
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
-if ARGV[2] == '0' then
-	redis.call('DEL', KEYS[1])
-	if ARGV[3] == '1' then redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1]) end
-else
-	redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 1
-`
-
-// acquireFencedSrc is acquireSrc that also hands out a fencing token: on a
-// grant it advances the key's fence counter (KEYS[2], no TTL) to the next
-// value that is ≡ residue (mod modulus), so that values from different nodes
-// never coincide. The counter is checked before anything is written (a script
-// that fails half-way keeps its writes).
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
-// modulus, ARGV[6] known run_ids (see runIDCheck).
-// Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
-// when the counter is not a number or would reach 2^53.
-const acquireFencedSrc = runIDCheck + `
-local v = redis.call('GET', KEYS[1])
-local code = 1
-if v then
-	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
-		code = 2
-	else
-		local nul = string.find(v, '\0', 1, true)
-		if nul then v = string.sub(v, 1, nul - 1) end
-		return reply({-1 - redis.call('PTTL', KEYS[1]), v})
-	end
-end
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-if not c or c < 0 or c ~= math.floor(c) then
-	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' is not a whole number')
-end
-local m = tonumber(ARGV[5])
-local f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
-if f >= 9007199254740992 then
-	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' would pass 2^53')
-end
-redis.call('SET', KEYS[2], string.format('%.0f', f))
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return reply({code, f})
-`
-
-// fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
-// acknowledges only if the counter was ≤ t: a larger value means a later
-// holder has already been handed a larger token.
-// KEYS[1] fence key, ARGV[1] t. Reply: 1 acknowledged; 0 a larger fence exists.
-const fenceWriteSrc = `
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-if not c then
-	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[1] .. ' is not a whole number')
-end
-if c > tonumber(ARGV[1]) then return 0 end
-if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
-return 1
-`
-
-// inspectSrc reads the key's value and PTTL, and its fence counter, in one
-// atomic step. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil}.
-const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}`
-
-// opKind names an operation; it indexes scripts.
-type opKind int
-
-const (
-	opAcquire opKind = iota
-	opExtend
-	opRelease
-	opInspect
-	opAcquireFenced
-	opFenceWrite
-)
-
-// fenceModulus: node i's fence counter only takes values ≡ i (mod 64), so at
-// most 64 nodes. Every client must list the nodes in the same order.
-const fenceModulus = 64
-
-// maxFence: fencing tokens stay below 2^53, exact in every JSON number and
-// in Lua, whose numbers are doubles.
-const maxFence = 1 << 53
-
-// script is a Lua script with its SHA1, boxed once so that building a call's
-// arguments does not allocate for them.
-type script struct {
-	src, sha any
-}
-
-var scripts = func() [6]script {
-	var s [6]script
-	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
-		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc} {
-		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
-	}
-	return s
-}()
-
-// op is one operation on one key, prepared once per round and sent to every
-// node: the wire arguments are built once and shared (go-redis only reads
-// them).
-type op struct {
-	kind              opKind
-	key, token, value string
-	ttl               time.Duration // TTL, or cooldown for release
-	fence             int64         // opFenceWrite: the token to write back
-	argv              [11]any       // EVALSHA sha numkeys keys… args…
-	argc              int
-	guard             *restartGuard // acquire ops: checks the nodes' run_ids
-}
-
-// newOp prepares an op. For acquire ops, runIDs is the boxed list of known
-// run_ids (the empty string with the restart guard off).
-func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
-	o := &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
-	o.argv[0], o.argv[1], o.argv[2], o.argv[3] = "evalsha", scripts[kind].sha, 1, key
-	ms := ttl.Milliseconds()
-	switch kind {
-	case opAcquire:
-		o.argv[4], o.argv[5], o.argv[6], o.argv[7], o.argc = token, value, ms, "", 8
-	case opExtend:
-		o.argv[4], o.argv[5], o.argc = token, ms, 6
-	case opRelease: // publishes; see quiet
-		o.argv[4], o.argv[5], o.argv[6], o.argc = token, ms, 1, 7
-	case opInspect:
-		o.argv[2], o.argv[4], o.argc = 2, fenceKey(key), 5
-	case opAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
-		o.argv[2], o.argv[4] = 2, fenceKey(key)
-		o.argv[5], o.argv[6], o.argv[7], o.argv[8], o.argv[9], o.argv[10], o.argc = token, value, ms, 0, fenceModulus, "", 11
-	}
-	return o
-}
-
-// quiet makes a release op publish no notice.
-func (o *op) quiet() *op {
-	o.argv[6] = 0
-	return o
-}
-
-// withGuard makes an acquire op report run_ids to g.
-func (o *op) withGuard(g *restartGuard) *op {
-	if g != nil {
-		o.guard = g
-		o.argv[o.argc-1] = g.known()
-	}
-	return o
-}
-
-// newFenceWrite prepares the write-back of fencing token t for key.
-func newFenceWrite(key string, t int64) *op {
-	o := &op{kind: opFenceWrite, key: key, fence: t}
-	o.argv[0], o.argv[1], o.argv[2], o.argv[3], o.argv[4], o.argc = "evalsha", scripts[opFenceWrite].sha, 1, fenceKey(key), t, 5
-	return o
-}
-
-// fenceKey is the key of the lock key's fence counter, in the same Cluster
-// slot.
-func fenceKey(key string) string { return key + ":fence" }
-
-// nodeArgs returns the op's arguments for node i: shared, but for a fenced
-// acquire, whose residue is the node's own.
-func (o *op) nodeArgs(i int) []any {
-	if o.kind != opAcquireFenced {
-		return o.argv[:o.argc]
-	}
-	argv := o.argv
-	argv[8] = i
-	return argv[:o.argc]
-}
 
 // noRetry marks a command go-redis must not re-send by itself. A re-sent
 // script whose first run took effect would misreport: a created key as
@@ -305,6 +56,23 @@ func (r result) ok() bool { return !r.guarded && (r.status == statusOK || r.stat
 // decided: its reply is handled when it comes.
 func (r result) undecided() bool { return !r.answered && r.err == nil }
 
+// reason is why the node did not agree, for a NodeResult; nil if it did.
+func (r result) reason() error {
+	switch {
+	case r.ok():
+		return nil
+	case r.guarded:
+		return ErrNodeRestarted
+	case r.status == statusHeld:
+		return ErrHeld
+	case r.status == statusAbsent:
+		return ErrNoKey
+	case r.undecided():
+		return errUndecided
+	}
+	return r.err
+}
+
 // releaseSuffix ends the channel on which a key's releases are published.
 const releaseSuffix = ":released"
 
@@ -312,23 +80,37 @@ const releaseSuffix = ":released"
 type node interface {
 	do(ctx context.Context, o *op) result
 	name() string
+	// multiShard reports whether the node answers with several run_ids (a
+	// Redis Cluster: one per shard), which the restart guard tracks but
+	// does not act on.
+	multiShard() bool
 	// watch subscribes to the release channels matching pattern and calls
 	// deliver for each notice until stop is called; stop waits for the
 	// subscription's goroutine to end.
 	watch(pattern string, deliver func(channel, payload string)) (stop func())
 }
 
+// This file is the wire protocol with one node: the node interface, its
+// go-redis implementation, and the replies (the scripts themselves, and the
+// arguments sent to them, are in script.go). A script goes as EVALSHA,
+// falling back to EVAL when the node answers NOSCRIPT. (go-redis's
+// Script.Run does the same, but cannot turn off go-redis's own retries;
+// see noRetry.)
+
 // redisNode is a node behind a go-redis client: standalone, Sentinel
 // failover or Cluster.
 type redisNode struct {
-	client redis.UniversalClient
-	addr   string
-	index  int // position in the Client's list: the node's fence residue
+	client  redis.UniversalClient
+	addr    string
+	index   int  // position in the Client's list: the node's fence residue
+	cluster bool // a Redis Cluster client
 }
 
 var _ node = (*redisNode)(nil)
 
 func (n *redisNode) name() string { return n.addr }
+
+func (n *redisNode) multiShard() bool { return n.cluster }
 
 // watch runs one pattern subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the
@@ -502,4 +284,33 @@ func encodeValue(token, metadata string) string {
 		return token
 	}
 	return token + "\x00" + metadata
+}
+
+// permanent reports whether a node's error is one that waiting cannot cure,
+// and what would cure it: Lock stops waiting when such errors leave no
+// majority possible (ErrUnusable).
+func permanent(err error) (hint string, ok bool) {
+	if err == nil {
+		return "", false
+	}
+	msg := err.Error()
+	has := func(prefix string) bool { return strings.HasPrefix(msg, prefix) }
+	switch {
+	case has("NOGUARD"):
+		return "the restart guard needs INFO server inside scripts: allow INFO to the node's ACL user, or pass WithRestartGuard(0) (test servers such as miniredis; nodes with appendfsync always)", true
+	case has("NOPERM"):
+		return "the node's ACL user lacks a permission the scripts need (docs/operations.md has the ACL line)", true
+	case has("READONLY"):
+		return "the node is a read-only replica: give redlock masters", true
+	case has("WRONGTYPE"):
+		return "the lock's key holds another type on the node: delete it, or choose another WithKeyPrefix", true
+	case has("FENCE"):
+		return "a fence counter is unusable: fix or delete it (docs/fencing.md)", true
+	case has("NOAUTH"), has("WRONGPASS"):
+		return "the node refuses the client's credentials", true
+	case strings.Contains(msg, "unknown command"), strings.Contains(msg, "Unknown Redis command"),
+		strings.Contains(msg, "Error compiling script"), has("ERR user_script"):
+		return "the node cannot run the library's Lua scripts", true
+	}
+	return "", false
 }

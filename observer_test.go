@@ -40,10 +40,23 @@ func (r *recorder) kinds() []EventKind {
 	return ks
 }
 
+// count returns how many events of kind k succeeded (or, for EventEnd,
+// happened).
 func (r *recorder) count(k EventKind) int {
 	n := 0
-	for _, x := range r.kinds() {
-		if x == k {
+	for _, e := range r.snapshot() {
+		if e.Kind == k && (e.Err == nil || k == EventEnd) {
+			n++
+		}
+	}
+	return n
+}
+
+// countFailed returns how many rounds of kind k failed.
+func (r *recorder) countFailed(k EventKind) int {
+	n := 0
+	for _, e := range r.snapshot() {
+		if e.Kind == k && e.Err != nil {
 			n++
 		}
 	}
@@ -57,7 +70,7 @@ func TestObserverEvents(t *testing.T) {
 			f.delay = time.Duration(i+1) * time.Millisecond
 		}
 		rec := &recorder{}
-		c := newTestClient(t, fakes, WithObserver(rec))
+		c := newTestClient(t, fakes, WithObserver(rec.Observe))
 		type ctxKey struct{}
 		ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
 		l, err := c.TryLock(ctx, "k")
@@ -72,22 +85,23 @@ func TestObserverEvents(t *testing.T) {
 			require.NotNil(t, e.Context)
 			require.Equal(t, "caller", e.Context.Value(ctxKey{}), "%v event does not carry the caller's context", e.Kind)
 		}
-		require.Equal(t, []EventKind{EventAcquired, EventExtended, EventReleased, EventRefused}, rec.kinds())
+		require.Equal(t, []EventKind{EventAcquire, EventExtend, EventRelease, EventAcquire}, rec.kinds())
 		events := rec.snapshot()
 		acq := events[0]
 		require.Equal(t, "k", acq.Key)
 		require.Equal(t, 1, acq.Attempt)
 		require.Equal(t, 2*time.Millisecond, acq.Duration, "the majority answered after 2 ms")
 		require.Equal(t, 10*time.Second-102*time.Millisecond-2*time.Millisecond, acq.Validity)
-		require.Equal(t, []NodeEvent{
-			{Node: "fake0", Outcome: OutcomeOK, Latency: time.Millisecond},
-			{Node: "fake1", Outcome: OutcomeOK, Latency: 2 * time.Millisecond},
-			{Node: "fake2", Outcome: OutcomeNoReply, Err: errUndecided},
+		require.NoError(t, acq.Err)
+		require.Equal(t, []NodeResult{
+			{Node: "fake0", Latency: time.Millisecond},
+			{Node: "fake1", Latency: 2 * time.Millisecond},
+			{Node: "fake2", Err: errUndecided},
 		}, acq.Nodes)
 		ref := events[3]
 		require.ErrorIs(t, ref.Err, ErrNotObtained)
-		assert.Equal(t, OutcomeHeld, ref.Nodes[0].Outcome)
-		assert.Equal(t, OutcomeHeld, ref.Nodes[1].Outcome)
+		assert.ErrorIs(t, ref.Nodes[0].Err, ErrHeld)
+		assert.ErrorIs(t, ref.Nodes[1].Err, ErrHeld)
 	})
 }
 
@@ -103,11 +117,11 @@ func TestLogger(t *testing.T) {
 		c.bg.Wait()
 		fakes[1].setErr(errFakeDown)
 		fakes[2].setErr(errFakeDown)
-		<-l.Lost()
+		<-l.Done()
 		mu.Lock()
 		out := buf.String()
 		mu.Unlock()
-		for _, want := range []string{`level=DEBUG msg="redlock acquired" key=job`, `level=WARN msg="redlock extend-failed"`, `level=ERROR msg="redlock lost"`, `fake1.outcome=failed`} {
+		for _, want := range []string{`level=DEBUG msg="redlock acquire" key=job`, `level=WARN msg="redlock extend failed"`, `level=ERROR msg="redlock end"`, `fake1.error="fake: connection refused"`} {
 			assert.Contains(t, out, want)
 		}
 		assert.NotContains(t, out, l.Token(), "the log contains the lock's token")

@@ -2,14 +2,11 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-var errNoResult = errors.New("node call returned no result")
 
 // quorum is the number of nodes that make a majority of n.
 func quorum(n int) int { return n/2 + 1 }
@@ -88,11 +85,25 @@ func (w *workers) work(f func()) {
 	}
 }
 
-// round is one operation sent to every node at once. Each node call runs in
-// its own goroutine and reports on a buffered channel, so a node that never
-// answers cannot block anyone; fanOut stops waiting for it at the round's
-// deadline whether or not the client honours context deadlines (go-redis
-// ignores them on reads unless ContextTimeoutEnabled is set).
+// request is one round to send: an op, the nodes to send it to, and when
+// the round is decided.
+type request struct {
+	op      *op
+	nodes   []node
+	need    int              // agreements that make the round a success
+	timeout time.Duration    // bounds every node's call
+	stop    func(tally) bool // decides the round before every node answered; nil waits for all
+	// judge, if set, sees each reply before it is counted, and may mark a
+	// grant as not counting (the restart guard does).
+	judge func(i int, r *result)
+	timed bool // record each reply's latency, for observers
+}
+
+// round is one request sent to every node at once. Each node call runs on
+// a worker and reports on a buffered channel, so a node that never answers
+// cannot block anyone; fanOut stops waiting for it at the round's deadline
+// whether or not the client honours context deadlines (go-redis ignores
+// them on reads unless ContextTimeoutEnabled is set).
 type round struct {
 	results []result        // by node index
 	latency []time.Duration // by node index, when timed: from the start of the round to the reply
@@ -102,72 +113,83 @@ type round struct {
 	cancel  context.CancelFunc
 }
 
-// fanOut sends o to every node concurrently, each call bounded by
-// timeout (and by ctx), and collects replies until stop reports the round
-// decided (need agreements make a success), every node replied, the timeout passed or ctx is done. Nodes that
-// have not replied by then are recorded as failed with the reason. The caller
-// must pass the round to finish, which takes care of the calls still running.
-// With timed, each reply's latency is recorded, for observers.
-func fanOut(ctx context.Context, w *workers, nodes []node, need int, timeout time.Duration, o *op, stop func(tally) bool, timed bool) *round {
-	n := len(nodes)
+// fanOut sends req.op to every node of req concurrently, each call bounded
+// by req.timeout (and by ctx), and collects replies until req.stop reports
+// the round decided, every node replied, the timeout passed or ctx is done.
+// Nodes that have not replied by then are recorded as not answered, with
+// the reason. The caller must pass the round to finish, which takes care
+// of the calls still running.
+func (w *workers) fanOut(ctx context.Context, req request) *round {
+	n := len(req.nodes)
 	var start time.Time
-	if timed {
+	if req.timed {
 		start = time.Now()
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	req.op.encode()
+	rctx, cancel := context.WithTimeout(ctx, req.timeout)
 	r := &round{
 		results: make([]result, n),
-		tally:   tally{n: n, need: need},
+		tally:   tally{n: n, need: req.need},
 		pending: n,
 		replies: make(chan reply, n),
 		cancel:  cancel,
 	}
-	if timed {
+	if req.timed {
 		r.latency = make([]time.Duration, n)
 	}
-	for i := range n {
+	for i, nd := range req.nodes {
 		w.run(func() {
-			res := nodes[i].do(rctx, o)
+			res := nd.do(rctx, req.op)
 			res.answered = true
 			if res.status == statusFailed && res.err == nil {
 				res.err = errNoResult
 			}
-			if o.guard != nil { // acquire ops go to every node: i is the node's index
-				o.guard.check(i, &res)
+			if req.judge != nil {
+				req.judge(i, &res)
 			}
 			r.replies <- reply{i, res}
 		})
 	}
-	for r.pending > 0 && (stop == nil || !stop(r.tally)) {
+	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) {
 		select {
 		case x := <-r.replies:
-			r.pending--
-			r.results[x.i] = x.r
-			if timed {
-				r.latency[x.i] = time.Since(start)
-			}
-			if x.r.ok() {
-				r.tally.ok++
-			} else {
-				r.tally.against++
-			}
+			r.record(x, start)
 		case <-rctx.Done():
-			// The caller's own cancellation or deadline is reported as
-			// such; otherwise the node missed the round's deadline.
-			err := ctx.Err()
-			if err == nil {
-				err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
-			}
-			for i := range r.results {
-				if !r.results[i].answered {
-					r.results[i] = result{err: err}
-					r.tally.against++
-				}
-			}
+			r.timeOut(ctx, req.timeout)
 			return r
 		}
 	}
 	return r
+}
+
+// record counts one reply that came in time.
+func (r *round) record(x reply, start time.Time) {
+	r.pending--
+	r.results[x.i] = x.r
+	if r.latency != nil {
+		r.latency[x.i] = time.Since(start)
+	}
+	if x.r.ok() {
+		r.tally.ok++
+	} else {
+		r.tally.against++
+	}
+}
+
+// timeOut records the nodes that have not answered when the round's
+// context ended: the caller's own cancellation or deadline is reported as
+// such; otherwise the node missed the round's deadline.
+func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
+	err := ctx.Err()
+	if err == nil {
+		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
+	}
+	for i := range r.results {
+		if !r.results[i].answered {
+			r.results[i] = result{err: err}
+			r.tally.against++
+		}
+	}
 }
 
 // finish hands the replies of calls still running to late, in a goroutine

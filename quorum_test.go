@@ -214,6 +214,7 @@ func TestWorkersReused(t *testing.T) {
 // outcome counted once every node has answered. It lives here only for
 // BenchmarkFanOut, beside the library's fanOut (docs/design.md, "Fan-out").
 func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *op) tally {
+	o.encode()
 	results := make([]result, len(nodes))
 	var g errgroup.Group
 	for i, n := range nodes {
@@ -242,6 +243,7 @@ type hungNode struct{}
 
 func (hungNode) do(ctx context.Context, _ *op) result { <-ctx.Done(); return result{err: ctx.Err()} }
 func (hungNode) name() string                         { return "hung" }
+func (hungNode) multiShard() bool                     { return false }
 func (hungNode) watch(string, func(string, string)) func() {
 	return func() {}
 }
@@ -280,11 +282,11 @@ func BenchmarkFanOut(b *testing.B) {
 					start := time.Now()
 					var won bool
 					if design == "workers" {
-						r := fanOut(ctx, w, nodes, 3, timeout, acq, tally.decided, false)
+						r := w.fanOut(ctx, request{op: acq, nodes: nodes, need: 3, timeout: timeout, stop: tally.decided})
 						won = r.tally.won()
 						lat = append(lat, time.Since(start))
 						r.finish(&bg, nil)
-						fanOut(ctx, w, nodes, 3, timeout, rel, nil, false).finish(&bg, nil)
+						w.fanOut(ctx, request{op: rel, nodes: nodes, need: 3, timeout: timeout}).finish(&bg, nil)
 					} else {
 						won = errgroupFanOut(ctx, nodes, 3, timeout, acq).won()
 						lat = append(lat, time.Since(start))

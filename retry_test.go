@@ -16,14 +16,14 @@ func TestRetryStrategies(t *testing.T) {
 	check := func(name string, s RetryStrategy, failed int, lo, hi time.Duration, ok bool) {
 		t.Helper()
 		for range 200 {
-			d, gotOK := s.Delay(failed)
+			d, gotOK := s(failed)
 			if gotOK != ok || d < lo || d > hi {
-				t.Fatalf("%s.Delay(%d): got %v %v, want %v in [%v, %v]", name, failed, d, gotOK, ok, lo, hi)
+				t.Fatalf("%s(%d): got %v %v, want %v in [%v, %v]", name, failed, d, gotOK, ok, lo, hi)
 			}
 		}
 	}
 	check("NoRetry", NoRetry(), 1, 0, 0, false)
-	check("ConstantBackoff", ConstantBackoff(5*ms), 7, 5*ms, 5*ms, true)
+	check("RandomBackoff constant", RandomBackoff(5*ms, 5*ms), 7, 5*ms, 5*ms, true)
 	for failed, want := range map[int]time.Duration{0: 10 * ms, 1: 10 * ms, 2: 20 * ms, 3: 30 * ms, 4: 35 * ms, 1 << 40: 35 * ms} {
 		check("LinearBackoff", LinearBackoff(10*ms, 35*ms), failed, want, want, true)
 	}
@@ -33,10 +33,10 @@ func TestRetryStrategies(t *testing.T) {
 	check("RandomBackoff", RandomBackoff(10*ms, 20*ms), 3, 10*ms, 20*ms-1, true)
 	check("RandomBackoff empty", RandomBackoff(10*ms, 10*ms), 3, 10*ms, 10*ms, true)
 	check("default", defaultRetry, 1, 10*ms, 200*ms-1, true)
-	limited := LimitRetry(ConstantBackoff(ms), 2)
+	limited := LimitRetry(RandomBackoff(ms, ms), 2)
 	check("LimitRetry", limited, 2, ms, ms, true)
 	check("LimitRetry", limited, 3, 0, 0, false)
-	check("LimitRetry(0)", LimitRetry(ConstantBackoff(ms), 0), 1, 0, 0, false)
+	check("LimitRetry(0)", LimitRetry(RandomBackoff(ms, ms), 0), 1, 0, 0, false)
 }
 
 // attemptTimes records when each acquisition attempt of a Client started.
@@ -46,7 +46,7 @@ type attemptTimes struct {
 }
 
 func (a *attemptTimes) Observe(e Event) {
-	if e.Kind == EventAcquired || e.Kind == EventRefused {
+	if e.Kind == EventAcquire {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		a.start = append(a.start, time.Now().Add(-e.Duration))
@@ -92,10 +92,10 @@ func TestLockWaitsAsTheStrategySays(t *testing.T) {
 					f.set("redlock:{k}", "other", -1)
 				}
 				times := &attemptTimes{}
-				c := newTestClient(t, fakes, WithObserver(times))
+				c := newTestClient(t, fakes, WithObserver(times.Observe))
 				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 				defer cancel()
-				var opts []LockOption
+				var opts []Option
 				if tc.strategy != nil {
 					opts = append(opts, WithRetry(tc.strategy))
 				}
@@ -126,7 +126,7 @@ func TestLockRetries(t *testing.T) {
 			}
 			c := newTestClient(t, fakes)
 			var delays []int
-			retry := RetryFunc(func(failed int) (time.Duration, bool) {
+			retry := RetryStrategy(func(failed int) (time.Duration, bool) {
 				delays = append(delays, failed)
 				return 40 * time.Millisecond, true
 			})
@@ -146,7 +146,7 @@ func TestLockRetries(t *testing.T) {
 				f.set("redlock:{k}", "other", -1)
 			}
 			c := newTestClient(t, fakes)
-			_, err := c.Lock(t.Context(), "k", WithRetry(LimitRetry(ConstantBackoff(time.Millisecond), 2)))
+			_, err := c.Lock(t.Context(), "k", WithRetry(LimitRetry(RandomBackoff(time.Millisecond, time.Millisecond), 2)))
 			require.ErrorIs(t, err, ErrNotObtained)
 			require.NotErrorIs(t, err, context.Canceled)
 			c.bg.Wait() // fail-fast may return before every node was called
@@ -161,7 +161,7 @@ func TestLockRetries(t *testing.T) {
 			}
 			c := newTestClient(t, fakes)
 			ctx, cancel := context.WithCancel(t.Context())
-			retry := RetryFunc(func(int) (time.Duration, bool) { cancel(); return time.Hour, true })
+			retry := RetryStrategy(func(int) (time.Duration, bool) { cancel(); return time.Hour, true })
 			_, err := c.Lock(ctx, "k", WithRetry(retry))
 			require.ErrorIs(t, err, ErrNotObtained)
 			require.ErrorIs(t, err, context.Canceled)
@@ -170,30 +170,4 @@ func TestLockRetries(t *testing.T) {
 			require.Len(t, qe.Nodes, 3, "the last attempt's node errors")
 		})
 	})
-}
-
-func TestRetryAfter(t *testing.T) {
-	c := newTestClient(t, newFakeNodes(5))
-	held := func(token string, pttl time.Duration) result {
-		return result{status: statusHeld, value: token, pttl: pttl}
-	}
-	ok, down := result{status: statusOK}, result{err: errFakeDown}
-	const rt = time.Millisecond
-	for _, tc := range []struct {
-		name    string
-		results []result
-		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
-	}{
-		{"holder with a majority", []result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
-		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
-		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
-		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := c.retryAfter(&round{results: tc.results}, rt)
-			if got < tc.lo || got > tc.hi {
-				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
-			}
-		})
-	}
 }

@@ -234,11 +234,11 @@ type rl struct {
 }
 
 // refusals counts redlock's failed attempts through its observer hook.
-type refusals struct{ failed *atomic.Int64 }
-
-func (r refusals) Observe(e redlock.Event) {
-	if e.Kind == redlock.EventRefused {
-		r.failed.Add(1)
+func refusals(failed *atomic.Int64) redlock.Observer {
+	return func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire && e.Err != nil {
+			failed.Add(1)
+		}
 	}
 }
 
@@ -256,7 +256,7 @@ func redlockContender(n int, variant string, opts ...redlock.Option) contender {
 			}
 			o := append([]redlock.Option{redlock.WithAnyNodeCount()}, opts...)
 			if failed != nil {
-				o = append(o, redlock.WithObserver(refusals{failed}))
+				o = append(o, redlock.WithObserver(refusals(failed)))
 			}
 			c, err := redlock.New(ucs, o...)
 			if err != nil {

@@ -192,10 +192,11 @@ func (a *atomicInt) get() int {
 }
 
 func (a *attempts) Observe(e redlock.Event) {
-	switch e.Kind {
-	case redlock.EventAcquired:
+	switch {
+	case e.Kind != redlock.EventAcquire:
+	case e.Err == nil:
 		a.acquired.add()
-	case redlock.EventRefused:
+	default:
 		a.refused.add()
 	}
 }
@@ -221,7 +222,7 @@ func benchHandoff(b *testing.B, nclients int) {
 	count := &attempts{}
 	clients := make([]*redlock.Client, nclients)
 	for i := range clients {
-		clients[i] = newClient(b, Clients(b, nodes, nil), redlock.WithObserver(count))
+		clients[i] = newClient(b, Clients(b, nodes, nil), redlock.WithObserver(count.Observe))
 	}
 	key := fmt.Sprintf("bench:handoff:%d", time.Now().UnixNano())
 	var (

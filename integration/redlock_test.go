@@ -146,7 +146,7 @@ func TestMutualExclusionUnderFaults(t *testing.T) {
 					inside.Add(-1)
 					acquired.Add(1)
 					err = l.Unlock(context.WithoutCancel(ctx))
-					unconfirmed := errors.Is(err, redlock.ErrNotObtained) && !errors.Is(err, redlock.ErrLockLost) && !errors.Is(err, redlock.ErrLockExpired)
+					unconfirmed := errors.Is(err, redlock.ErrNotObtained) && !errors.Is(err, redlock.ErrTakenOver) && !errors.Is(err, redlock.ErrExpired)
 					if err != nil && (afterFaults || !unconfirmed) {
 						report(fmt.Errorf("Unlock (of a lock taken after the faults: %v): %w", afterFaults, err))
 					}
@@ -623,12 +623,12 @@ func TestExpiryHonoured(t *testing.T) {
 		t.Fatalf("re-entry: %v", err)
 	}
 	checkPTTL("after re-entry", 8*time.Second)
-	s, err := c.Inspect(t.Context(), key)
+	s, err := c.Inspect(t.Context(), key, redlock.WithToken(l.Token()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok, _, ok := s.Holder(); !ok || tok != l.Token() || s.Remaining() <= 0 || s.Remaining() > 8*time.Second {
-		t.Fatalf("Inspect: holder %q %v remaining %v", tok, ok, s.Remaining())
+	if _, _, ok := s.Holder(); !ok || !holdsMajority(s, l.Token()) || s.Remaining() <= 0 || s.Remaining() > 8*time.Second {
+		t.Fatalf("Inspect: %+v, remaining %v", s.Nodes, s.Remaining())
 	}
 	if err := again.UnlockAfter(t.Context(), 3*time.Second); err != nil {
 		t.Fatal(err)
@@ -637,6 +637,18 @@ func TestExpiryHonoured(t *testing.T) {
 	if _, err := c.TryLock(t.Context(), key); !errors.Is(err, redlock.ErrNotObtained) {
 		t.Fatalf("during the cooldown: got %v, want ErrNotObtained", err)
 	}
+}
+
+// holdsMajority reports whether a majority of nodes show token, from an
+// Inspect given that token.
+func holdsMajority(s *redlock.KeyState, token string) bool {
+	n := 0
+	for _, ns := range s.Nodes {
+		if ns.Token == token {
+			n++
+		}
+	}
+	return n >= len(s.Nodes)/2+1
 }
 
 // TestUnlockOutcomes: a lock that expired, or was taken over, reports it.
@@ -652,10 +664,10 @@ func TestUnlockOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEmpty(t, nodes, key, 10*ttl) // it expires
-	if err := l.Extend(t.Context(), time.Minute); !errors.Is(err, redlock.ErrLockExpired) {
+	if err := l.Extend(t.Context(), time.Minute); !errors.Is(err, redlock.ErrExpired) {
 		t.Fatalf("Extend after expiry: got %v, want ErrLockExpired", err)
 	}
-	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrLockExpired) {
+	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrExpired) {
 		t.Fatalf("Unlock after expiry: got %v, want ErrLockExpired", err)
 	}
 	for _, n := range nodes {
@@ -673,13 +685,13 @@ func TestUnlockOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrLockLost) {
-		t.Fatalf("Unlock after takeover: got %v, want ErrLockLost", err)
+	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrTakenOver) {
+		t.Fatalf("Unlock after takeover: got %v, want ErrTakenOver", err)
 	}
-	if s, _ := c.Inspect(t.Context(), key); s == nil {
+	if s, _ := c.Inspect(t.Context(), key, redlock.WithToken(other.Token())); s == nil {
 		t.Fatal("Inspect failed")
-	} else if tok, _, ok := s.Holder(); !ok || tok != other.Token() {
-		t.Fatalf("the new holder's lock was disturbed: holder %q %v", tok, ok)
+	} else if !holdsMajority(s, other.Token()) {
+		t.Fatalf("the new holder's lock was disturbed: %+v", s.Nodes)
 	}
 	if err := other.Unlock(t.Context()); err != nil {
 		t.Fatal(err)

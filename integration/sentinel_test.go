@@ -73,7 +73,7 @@ func TestSentinelFailover(t *testing.T) {
 	// run_id) and discounts its grants for one TTL: a grant the old master
 	// made and never replicated has expired by then.
 	var guarded atomic.Int64
-	watch := redlock.ObserverFunc(func(e redlock.Event) {
+	watch := redlock.Observer(func(e redlock.Event) {
 		for _, n := range e.Nodes {
 			if errors.Is(n.Err, redlock.ErrNodeRestarted) {
 				guarded.Add(1)

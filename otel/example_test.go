@@ -27,7 +27,7 @@ func ExampleNew() {
 	for _, addr := range []string{"redis-a:6379", "redis-b:6379", "redis-c:6379"} {
 		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, ContextTimeoutEnabled: true}))
 	}
-	locker, err := redlock.New(nodes, redlock.WithObserver(obs))
+	locker, err := redlock.New(nodes, redlock.WithObserver(obs.Observe))
 	if err != nil {
 		log.Fatal(err)
 	}

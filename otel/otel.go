@@ -3,23 +3,23 @@
 // does not depend on OpenTelemetry.
 //
 //	obs, err := redlockotel.New() // the global MeterProvider and TracerProvider
-//	locker, err := redlock.New(clients, redlock.WithObserver(obs))
+//	locker, err := redlock.New(clients, redlock.WithObserver(obs.Observe))
 //
 // Metrics (all with the attribute redlock.key only when WithKeyAttribute is
 // given, since keys can be unbounded):
 //
 //	redlock.acquire.duration   histogram, s   one acquisition attempt; outcome = acquired | refused, reason
 //	redlock.attempts           counter        attempts, by outcome and reason
-//	redlock.hold.duration      histogram, s   from acquisition to release or loss; outcome = released | lost
+//	redlock.hold.duration      histogram, s   from acquisition to release or early end; outcome = released | expired | taken_over
 //	redlock.extend.failures    counter        extensions that did not win a majority
-//	redlock.losses             counter        locks declared lost
-//	redlock.node.errors        counter        node answers that failed or never came; redlock.node, outcome
+//	redlock.early_ends         counter        locks that ended before their release; reason = expired | taken_over
+//	redlock.node.errors        counter        node answers that failed or never came; redlock.node
 //
 // Spans: one per acquisition attempt, extension and release, named
 // "redlock.acquire", "redlock.extend" and "redlock.release", timed from the
 // round's start to its end and parented on the caller's context. Each node's
-// answer is a span event. A loss is a "redlock.lost" span with an error
-// status.
+// answer is a span event. A lock that ends early (it expired or was taken
+// over) is a "redlock.end" span with an error status.
 package redlockotel
 
 import (
@@ -38,7 +38,8 @@ import (
 // ScopeName is the instrumentation scope of the meter and tracer.
 const ScopeName = "github.com/redlock-go/redlock"
 
-// Observer is a [redlock.Observer] that records metrics and spans.
+// Observer records metrics and spans; its Observe method is a
+// [redlock.Observer].
 type Observer struct {
 	tracer  trace.Tracer
 	withKey bool
@@ -47,7 +48,7 @@ type Observer struct {
 	attempts       metric.Int64Counter
 	hold           metric.Float64Histogram
 	extendFailures metric.Int64Counter
-	losses         metric.Int64Counter
+	earlyEnds      metric.Int64Counter
 	nodeErrors     metric.Int64Counter
 }
 
@@ -89,11 +90,11 @@ func New(opts ...Option) (*Observer, error) {
 	o.attempts, err = m.Int64Counter("redlock.attempts", metric.WithDescription("Acquisition attempts, by outcome and reason."))
 	add(err)
 	o.hold, err = m.Float64Histogram("redlock.hold.duration", metric.WithUnit("s"),
-		metric.WithDescription("How long locks were held, from acquisition to release or loss."))
+		metric.WithDescription("How long locks were held, from acquisition to release or early end."))
 	add(err)
 	o.extendFailures, err = m.Int64Counter("redlock.extend.failures", metric.WithDescription("Extensions that did not win a majority."))
 	add(err)
-	o.losses, err = m.Int64Counter("redlock.losses", metric.WithDescription("Locks declared lost."))
+	o.earlyEnds, err = m.Int64Counter("redlock.early_ends", metric.WithDescription("Locks that ended before their release: expired or taken over."))
 	add(err)
 	o.nodeErrors, err = m.Int64Counter("redlock.node.errors", metric.WithDescription("Node answers that failed or never came, by node."))
 	add(err)
@@ -103,7 +104,7 @@ func New(opts ...Option) (*Observer, error) {
 	return o, nil
 }
 
-// Observe records e. It implements [redlock.Observer].
+// Observe records e: pass it to [redlock.WithObserver].
 func (o *Observer) Observe(e redlock.Event) {
 	ctx := e.Context
 	if ctx == nil {
@@ -114,9 +115,9 @@ func (o *Observer) Observe(e redlock.Event) {
 		keyAttr = []attribute.KeyValue{attribute.String("redlock.key", e.Key)}
 	}
 	switch e.Kind {
-	case redlock.EventAcquired, redlock.EventRefused:
+	case redlock.EventAcquire:
 		outcome, reason := "acquired", ""
-		if e.Kind == redlock.EventRefused {
+		if e.Err != nil {
 			outcome, reason = "refused", Reason(e)
 		}
 		attrs := append(keyAttr, attribute.String("outcome", outcome))
@@ -127,26 +128,37 @@ func (o *Observer) Observe(e redlock.Event) {
 		o.acquire.Record(ctx, e.Duration.Seconds(), set)
 		o.attempts.Add(ctx, 1, set)
 		o.span(ctx, "redlock.acquire", e, attrs...)
-	case redlock.EventExtended:
+	case redlock.EventExtend:
+		if e.Err != nil {
+			o.extendFailures.Add(ctx, 1, metric.WithAttributes(keyAttr...))
+		}
 		o.span(ctx, "redlock.extend", e)
-	case redlock.EventExtendFailed:
-		o.extendFailures.Add(ctx, 1, metric.WithAttributes(keyAttr...))
-		o.span(ctx, "redlock.extend", e)
-	case redlock.EventReleased, redlock.EventReleaseFailed:
-		if e.Kind == redlock.EventReleased {
+	case redlock.EventRelease:
+		if e.Err == nil {
 			o.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(keyAttr, attribute.String("outcome", "released"))...))
 		}
 		o.span(ctx, "redlock.release", e)
-	case redlock.EventLost:
-		o.losses.Add(ctx, 1, metric.WithAttributes(keyAttr...))
-		o.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(keyAttr, attribute.String("outcome", "lost"))...))
-		o.span(ctx, "redlock.lost", e)
+	case redlock.EventEnd:
+		why := "expired"
+		if errors.Is(e.Err, redlock.ErrTakenOver) {
+			why = "taken_over"
+		}
+		o.earlyEnds.Add(ctx, 1, metric.WithAttributes(append(keyAttr, attribute.String("reason", why))...))
+		o.hold.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(keyAttr, attribute.String("outcome", why))...))
+		o.span(ctx, "redlock.end", e)
 	}
 	for _, n := range e.Nodes {
-		if n.Outcome == redlock.OutcomeFailed || n.Outcome == redlock.OutcomeNoReply {
-			o.nodeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("redlock.node", n.Node), attribute.String("outcome", n.Outcome.String())))
+		if nodeFailed(n) {
+			o.nodeErrors.Add(ctx, 1, metric.WithAttributes(attribute.String("redlock.node", n.Node)))
 		}
 	}
+}
+
+// nodeFailed reports whether a node failed or did not answer, rather than
+// answer for the lock (held by another token, no key) or be discounted by
+// the restart guard.
+func nodeFailed(n redlock.NodeResult) bool {
+	return n.Err != nil && !errors.Is(n.Err, redlock.ErrHeld) && !errors.Is(n.Err, redlock.ErrNoKey) && !errors.Is(n.Err, redlock.ErrNodeRestarted)
 }
 
 // span records a finished span for e: it started e.Duration ago.
@@ -165,8 +177,7 @@ func (o *Observer) span(ctx context.Context, name string, e redlock.Event, attrs
 		s.SetAttributes(attribute.Float64("redlock.held_s", e.Held.Seconds()))
 	}
 	for _, n := range e.Nodes {
-		na := []attribute.KeyValue{attribute.String("redlock.node", n.Node), attribute.String("outcome", n.Outcome.String()),
-			attribute.Float64("latency_s", n.Latency.Seconds())}
+		na := []attribute.KeyValue{attribute.String("redlock.node", n.Node), attribute.Float64("latency_s", n.Latency.Seconds())}
 		if n.Err != nil {
 			na = append(na, attribute.String("error", n.Err.Error()))
 		}
@@ -188,13 +199,12 @@ func Reason(e redlock.Event) string {
 	}
 	held, failed := 0, 0
 	for _, n := range e.Nodes {
-		switch n.Outcome {
-		case redlock.OutcomeHeld:
+		switch {
+		case errors.Is(n.Err, redlock.ErrNodeRestarted):
+			return "restarted"
+		case errors.Is(n.Err, redlock.ErrHeld):
 			held++
-		case redlock.OutcomeFailed, redlock.OutcomeNoReply:
-			if errors.Is(n.Err, redlock.ErrNodeRestarted) {
-				return "restarted"
-			}
+		case nodeFailed(n):
 			failed++
 		}
 	}

@@ -59,7 +59,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients, servers := startNodes(t, 3)
-	c, err := redlock.New(clients, redlock.WithObserver(obs))
+	c, err := redlock.New(clients, redlock.WithObserver(obs.Observe))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,10 +182,11 @@ func TestReason(t *testing.T) {
 		want string
 	}{
 		{redlock.Event{Err: context.Canceled}, "context"},
-		{redlock.Event{Nodes: []redlock.NodeEvent{{Outcome: redlock.OutcomeHeld}, {Outcome: redlock.OutcomeFailed}}}, "held"},
-		{redlock.Event{Nodes: []redlock.NodeEvent{{Outcome: redlock.OutcomeFailed, Err: redlock.ErrNodeRestarted}}}, "restarted"},
-		{redlock.Event{Nodes: []redlock.NodeEvent{{Outcome: redlock.OutcomeNoReply}, {Outcome: redlock.OutcomeOK}}}, "nodes"},
-		{redlock.Event{Nodes: []redlock.NodeEvent{{Outcome: redlock.OutcomeOK}}}, "validity"},
+		{redlock.Event{Nodes: []redlock.NodeResult{{Err: redlock.ErrHeld}, {Err: errors.New("connection refused")}}}, "held"},
+		{redlock.Event{Nodes: []redlock.NodeResult{{Err: redlock.ErrNodeRestarted}}}, "restarted"},
+		{redlock.Event{Nodes: []redlock.NodeResult{{Err: context.DeadlineExceeded}, {}}}, "nodes"},
+		{redlock.Event{Nodes: []redlock.NodeResult{{Err: redlock.ErrNoKey}, {}}}, "validity"},
+		{redlock.Event{Nodes: []redlock.NodeResult{{}}}, "validity"},
 	} {
 		if got := redlockotel.Reason(tc.e); got != tc.want {
 			t.Errorf("Reason(%+v) = %q, want %q", tc.e, got, tc.want)

@@ -195,7 +195,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	_, isEmbedded := d.nodes[0].(embedded)
 	opts := []redlock.Option{redlock.WithTTL(d.ttl), redlock.WithFencing(), redlock.WithAnyNodeCount(),
-		redlock.WithNodeTimeout(d.ttl / 10), redlock.WithObserver(refusalCounter{&d.refusals})}
+		redlock.WithNodeTimeout(d.ttl / 10), redlock.WithObserver(countRefusals(&d.refusals))}
 	if isEmbedded {
 		// miniredis has no INFO server, so no run_id: the restart guard
 		// needs one. Nodes come back with their data here, which keeps the
@@ -476,12 +476,12 @@ func (d *demo) summary(elapsed time.Duration) {
 	}
 }
 
-// refusalCounter counts failed attempts through the observer hook.
-type refusalCounter struct{ n *atomic.Int64 }
-
-func (r refusalCounter) Observe(e redlock.Event) {
-	if e.Kind == redlock.EventRefused {
-		r.n.Add(1)
+// countRefusals counts failed attempts through the observer hook.
+func countRefusals(n *atomic.Int64) redlock.Observer {
+	return func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire && e.Err != nil {
+			n.Add(1)
+		}
 	}
 }
 

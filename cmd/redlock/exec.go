@@ -68,7 +68,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close(context.Background())
 
-	lockOpts := []redlock.LockOption{redlock.WithMetadata(*meta), redlock.WithAutoExtend(0), redlock.WithMaxHold(*maxHold)}
+	lockOpts := []redlock.Option{redlock.WithMetadata(*meta), redlock.WithAutoExtend(0), redlock.WithMaxHold(*maxHold)}
 	if *fencing {
 		lockOpts = append(lockOpts, redlock.WithFencing())
 	}
@@ -136,20 +136,20 @@ func runLocked(l *redlock.Lock, grace time.Duration, command []string, sigs chan
 	go func() { _ = cmd.Wait(); close(exited) }()
 	group := -cmd.Process.Pid
 
-	lost, lostCh := false, l.Lost()
+	ended, endCh := false, l.Done()
 	var kill <-chan time.Time
 	for {
 		select {
 		case <-exited:
-			if lost {
-				return exitLost
+			if ended {
+				return exitEnded
 			}
 			return exitStatus(cmd.ProcessState)
 		case s := <-sigs:
 			_ = syscall.Kill(group, s.(syscall.Signal))
-		case <-lostCh:
-			lost, lostCh = true, nil
-			fmt.Fprintf(stderr, "redlock exec: lock lost (%v): sending SIGTERM to %s, SIGKILL in %v\n", l.Err(), command[0], grace)
+		case <-endCh:
+			ended, endCh = true, nil
+			fmt.Fprintf(stderr, "redlock exec: the lock ended (%v): sending SIGTERM to %s, SIGKILL in %v\n", l.Err(), command[0], grace)
 			_ = syscall.Kill(group, syscall.SIGTERM)
 			kill = time.After(grace)
 		case <-kill:

@@ -18,8 +18,8 @@ type inspectReport struct {
 	Nodes       []nodeReport `json:"nodes"`
 	Quorum      int          `json:"quorum"`
 	Reachable   int          `json:"reachable"`
-	Held        bool         `json:"held"` // by a majority
-	Token       string       `json:"token,omitempty"`
+	Held        bool         `json:"held"`             // by a majority
+	Holder      string       `json:"holder,omitempty"` // the majority holder: its token's fingerprint, not the token
 	Metadata    string       `json:"metadata,omitempty"`
 	RemainingMs int64        `json:"remaining_ms,omitempty"` // -1: the keys have no TTL
 }
@@ -28,7 +28,7 @@ type nodeReport struct {
 	Node      string `json:"node"`
 	Reachable bool   `json:"reachable"`
 	Held      bool   `json:"held"`
-	Token     string `json:"token,omitempty"`
+	Holder    string `json:"holder,omitempty"`
 	Metadata  string `json:"metadata,omitempty"`
 	PTTLMs    int64  `json:"pttl_ms,omitempty"` // -1: no TTL
 	Fence     uint64 `json:"fence,omitempty"`
@@ -65,7 +65,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
 		return failureStatus(err)
 	}
-	r := report(s)
+	r := report(key, s)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -81,10 +81,10 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func report(s *redlock.KeyState) inspectReport {
-	r := inspectReport{Key: s.Key, Quorum: s.Quorum}
+func report(key string, s *redlock.KeyState) inspectReport {
+	r := inspectReport{Key: key, Quorum: len(s.Nodes)/2 + 1}
 	for _, n := range s.Nodes {
-		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Token: n.Token, Metadata: n.Metadata, Fence: n.Fence}
+		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Holder: n.Holder, Metadata: n.Metadata, Fence: n.Fence}
 		if n.Err != nil {
 			nr.Error = n.Err.Error()
 		} else {
@@ -98,7 +98,7 @@ func report(s *redlock.KeyState) inspectReport {
 		}
 		r.Nodes = append(r.Nodes, nr)
 	}
-	r.Token, r.Metadata, r.Held = s.Holder()
+	r.Holder, r.Metadata, r.Held = s.Holder()
 	if r.Held {
 		r.RemainingMs = s.Remaining().Milliseconds()
 		if s.Remaining() == math.MaxInt64 {
@@ -117,7 +117,7 @@ func printTable(w io.Writer, r inspectReport) {
 			reach, held = "no", "-"
 		}
 		if n.Held {
-			held, holder = "yes", holderText(n.Token, n.Metadata)
+			held, holder = "yes", holderText(n.Holder, n.Metadata)
 			pttl = (time.Duration(n.PTTLMs) * time.Millisecond).String()
 			if n.PTTLMs < 0 {
 				pttl = "none"
@@ -141,22 +141,18 @@ func printTable(w io.Writer, r inspectReport) {
 		if r.RemainingMs < 0 {
 			left = "ever (no TTL)"
 		}
-		fmt.Fprintf(w, "HELD by a majority (%d needed of %d): %s, for %s more\n", r.Quorum, len(r.Nodes), holderText(r.Token, r.Metadata), left)
+		fmt.Fprintf(w, "HELD by a majority (%d needed of %d): %s, for %s more\n", r.Quorum, len(r.Nodes), holderText(r.Holder, r.Metadata), left)
 	case r.Reachable < r.Quorum:
 		fmt.Fprintf(w, "UNKNOWN: only %d of %d nodes answered, %d needed\n", r.Reachable, len(r.Nodes), r.Quorum)
 	default:
-		fmt.Fprintf(w, "FREE: no token is held by a majority (%d of %d needed)\n", r.Quorum, len(r.Nodes))
+		fmt.Fprintf(w, "FREE: no holder has a majority (%d of %d needed)\n", r.Quorum, len(r.Nodes))
 	}
 }
 
-// holderText shows a token shortly, with the metadata.
-func holderText(token, meta string) string {
-	short := token
-	if len(short) > 8 {
-		short = short[:8] + "…"
-	}
+// holderText shows a holder (its token's fingerprint) with the metadata.
+func holderText(holder, meta string) string {
 	if meta == "" {
-		return short
+		return holder
 	}
-	return fmt.Sprintf("%s (%s)", short, meta)
+	return fmt.Sprintf("%s (%s)", holder, meta)
 }

@@ -30,7 +30,8 @@ const (
 	exitUsage       = 64  // bad flags or arguments (EX_USAGE)
 	exitUnreachable = 69  // fewer than a majority of nodes reachable (EX_UNAVAILABLE)
 	exitNotObtained = 75  // the lock is held elsewhere (EX_TEMPFAIL: try again later)
-	exitLost        = 79  // exec: the lock was lost while the command ran; it was stopped
+	exitConfig      = 78  // the nodes cannot grant the lock until they or the options change (EX_CONFIG)
+	exitEnded       = 79  // exec: the lock ended (expired, taken over) while the command ran; it was stopped
 	exitFailure     = 125 // anything else that went wrong in redlock
 	exitCannotRun   = 126 // exec: the command could not be started
 	exitNotFound    = 127 // exec: the command was not found
@@ -59,8 +60,12 @@ Exit statuses:
   64                   bad usage
   69                   fewer than a majority of nodes could be reached
   75                   the lock is held elsewhere (still, after --wait)
-  79                   exec: the lock was lost while COMMAND ran; COMMAND
-                       got SIGTERM, then SIGKILL after --grace
+  78                   a majority of nodes cannot grant the lock until they
+                       or the flags change (an ACL denial, a replica, a key
+                       of another type...); the message says what
+  79                   exec: the lock ended (it expired, or was taken over)
+                       while COMMAND ran; COMMAND got SIGTERM, then SIGKILL
+                       after --grace
   125                  another error in redlock
   126, 127             exec: COMMAND could not be run, or was not found
 
@@ -142,7 +147,7 @@ type nodeFlags struct {
 
 func (n *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&n.nodes, "nodes", "", "comma-separated `URLs` of the Redis masters (default $REDLOCK_NODES)")
-	fs.StringVar(&n.prefix, "prefix", redlock.DefaultKeyPrefix, "prefix of the lock's Redis keys (the library's WithKeyPrefix)")
+	fs.StringVar(&n.prefix, "prefix", "redlock:", "prefix of the lock's Redis keys (the library's WithKeyPrefix)")
 	fs.DurationVar(&n.nodeTimeout, "node-timeout", 0, "how long to wait for one node per operation (default TTL/20)")
 	fs.BoolVar(&n.anyCount, "any-node-count", false, "allow 1, 2 or an even number of nodes (a majority of 2 is both)")
 }
@@ -223,10 +228,12 @@ func failureStatus(err error) int {
 	switch {
 	case errors.Is(err, redlock.ErrInvalidArgument):
 		return exitUsage
+	case errors.Is(err, redlock.ErrUnusable):
+		return exitConfig
 	case errors.As(err, &qe):
 		answered := qe.Granted
 		for _, n := range qe.Nodes {
-			if errors.Is(n.Err, redlock.ErrLockLost) {
+			if errors.Is(n.Err, redlock.ErrHeld) {
 				return exitNotObtained // held elsewhere, whatever the other nodes say
 			}
 			if !unreachable(n.Err) {
@@ -248,7 +255,7 @@ func failureStatus(err error) int {
 func unreachable(err error) bool {
 	var rerr redis.Error
 	switch {
-	case err == nil, errors.Is(err, redlock.ErrLockLost), errors.Is(err, redlock.ErrLockExpired),
+	case err == nil, errors.Is(err, redlock.ErrHeld), errors.Is(err, redlock.ErrNoKey),
 		errors.Is(err, redlock.ErrNodeRestarted):
 		return false
 	case errors.As(err, &rerr):

@@ -210,7 +210,7 @@ func TestExecNotObtained(t *testing.T) {
 
 // TestExecLockLost: another token takes the key over on every node while
 // the command runs. The command gets SIGTERM, and redlock exits with
-// exitLost; a command that ignores SIGTERM is killed after --grace.
+// exitEnded; a command that ignores SIGTERM is killed after --grace.
 func TestExecLockLost(t *testing.T) {
 	for _, tc := range []struct {
 		name, trap string
@@ -234,11 +234,11 @@ func TestExecLockLost(t *testing.T) {
 				_ = rc.Close()
 			}
 			r := wait(t, cmd, stdout, stderr, began, 20*time.Second)
-			if r.code != exitLost {
-				t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitLost, r.stderr)
+			if r.code != exitEnded {
+				t.Fatalf("exit %d, want %d; stderr: %s", r.code, exitEnded, r.stderr)
 			}
-			if !strings.Contains(r.stderr, "lock lost") {
-				t.Fatalf("stderr does not say the lock was lost: %s", r.stderr)
+			if !strings.Contains(r.stderr, "the lock ended") || !strings.Contains(r.stderr, "taken over") {
+				t.Fatalf("stderr does not say the lock was taken over: %s", r.stderr)
 			}
 			if _, err := os.Stat(filepath.Join(dir, "term")); tc.term && err != nil {
 				t.Fatal("the command did not get SIGTERM")
@@ -359,7 +359,15 @@ func TestInspect(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("--json: %v\n%s", err, r.stdout)
 	}
-	if !rep.Held || rep.Token != l.Token() || rep.Metadata != "batch 42" || rep.Quorum != 2 || len(rep.Nodes) != 3 ||
+	s, err := c.Inspect(context.Background(), "inspected")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, _, _ := s.Holder()
+	if strings.Contains(r.stdout, l.Token()) {
+		t.Fatalf("--json shows the holder's token:\n%s", r.stdout)
+	}
+	if !rep.Held || rep.Holder != holder || rep.Metadata != "batch 42" || rep.Quorum != 2 || len(rep.Nodes) != 3 ||
 		rep.RemainingMs <= 0 || rep.Nodes[0].Fence == 0 || rep.Nodes[0].PTTLMs <= 0 {
 		t.Fatalf("--json: %+v", rep)
 	}
@@ -397,5 +405,23 @@ func TestDemo(t *testing.T) {
 				t.Errorf("no acquisitions:\n%s", r.stdout)
 			}
 		})
+	}
+}
+
+// TestExecUnusable: when a majority of nodes fail in a way waiting cannot
+// cure (here the lock's key holds a hash on two nodes of three), exec stops
+// at once, even with a long --wait, with exitConfig and what to change.
+func TestExecUnusable(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	for _, s := range servers[:2] {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+		if err := rc.HSet(context.Background(), "redlock:{hashed}", "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = rc.Close()
+	}
+	r := runBinary(t, nil, "exec", "--nodes", nodes, "--wait", "1h", "hashed", "--", "true")
+	if r.code != exitConfig || !strings.Contains(r.stderr, "WRONGTYPE") || !strings.Contains(r.stderr, "WithKeyPrefix") {
+		t.Fatalf("exit %d, want %d naming WRONGTYPE and the cure; stderr: %s", r.code, exitConfig, r.stderr)
 	}
 }

@@ -1,0 +1,317 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Lock acquires the lock on key, waiting as long as ctx allows. After a
+// failed attempt it tries again as soon as a release of the key is
+// announced, by a notice from a node or by an Unlock in this Client, or else
+// when the retry strategy's delay has passed (never later than the
+// holder's remaining TTL). Lock calls of one Client waiting for the same
+// key are served in arrival order. It stops waiting at once when so many
+// nodes fail for good that no majority is possible ([ErrUnusable]). On
+// failure the error is a [*QuorumError] matching [ErrNotObtained], and
+// ctx's error if ctx ended the wait, or [ErrClosed]. Options: WithTTL,
+// WithRetry, WithMetadata, WithToken, WithAutoExtend, WithMaxHold,
+// WithFencing.
+//
+// The first Lock that has to wait starts one subscription per node to the
+// release notices, kept until [Client.Close].
+func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	lc, err := c.callConfig(key, toLock, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.lock(ctx, key, &lc)
+}
+
+// TryLock makes exactly one attempt to acquire the lock on key. On failure
+// the error is a [*QuorumError] matching [ErrNotObtained]. It takes the
+// options of Lock.
+func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	lc, err := c.callConfig(key, toLock, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	l, qerr := c.attempt(ctx, key, c.redisKey(key), &lc, 1)
+	if qerr != nil {
+		return nil, qerr
+	}
+	return l, nil
+}
+
+// lock is Lock's loop: attempts, and waits between them.
+func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	rkey := c.redisKey(key)
+	var w *waiter
+	defer func() {
+		if w != nil {
+			c.hand.leave(rkey, w)
+		}
+	}()
+	if c.hand.busy(rkey) {
+		// Others of this Client already wait for the key: queue behind them
+		// (unless the strategy says not to wait at all).
+		if d, ok := lc.retry(1); ok {
+			w = c.hand.join(rkey)
+			if err := c.wait(ctx, w, d); err != nil {
+				return nil, &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
+			}
+		}
+	}
+	for failed := 1; ; failed++ {
+		l, qerr := c.attempt(ctx, key, rkey, lc, failed)
+		if qerr == nil {
+			return l, nil
+		}
+		if qerr.cause != nil || qerr.unusable {
+			return nil, qerr
+		}
+		d, ok := lc.retry(failed)
+		if !ok {
+			return nil, qerr
+		}
+		if qerr.retryAfter > 0 {
+			d = min(d, qerr.retryAfter)
+		}
+		if w == nil {
+			w = c.hand.join(rkey)
+		}
+		if err := c.wait(ctx, w, d); err != nil {
+			qerr.cause = err
+			return nil, qerr
+		}
+	}
+}
+
+// wait sleeps until w is woken, d has passed, ctx is done or the Client is
+// closed, and returns ctx's error or ErrClosed in the last two cases.
+func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) error {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// acquisition is what one attempt's rounds found.
+type acquisition struct {
+	key, rkey, token string
+	lc               *lockConfig
+	n                int    // the attempt's number within its Lock call
+	r                *round // the acquire round
+	wr               *round // the fence write-back round, with fencing
+	fence            int64
+	won              bool
+	start, end       time.Time
+}
+
+// attempt is one acquisition on every node.
+func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, n int) (*Lock, *QuorumError) {
+	if err := ctx.Err(); err != nil {
+		return nil, &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
+	}
+	a := &acquisition{key: key, rkey: rkey, token: lc.token, lc: lc, n: n}
+	if a.token == "" {
+		a.token = rand.Text()
+	}
+	c.acquire(ctx, a)
+	if v := validity(lc.ttl, c.cfg.drift, a.start, a.end); a.won && v > 0 {
+		return c.grant(ctx, a, v)
+	}
+	return nil, c.refuse(ctx, a)
+}
+
+// acquire sends the acquire script to every node and, with fencing, writes
+// the token back to a majority.
+func (c *Client) acquire(ctx context.Context, a *acquisition) {
+	ttl := a.lc.ttl
+	o := newOp(opAcquire, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
+	if a.lc.fencing {
+		o = newOp(opAcquireFenced, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
+	}
+	o.knownIDs = c.guard.known()
+	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided}
+	if c.guard != nil {
+		req.judge = c.guard.check
+	}
+	a.start = time.Now()
+	a.r = c.send(ctx, req)
+	a.won = a.r.tally.won()
+	if a.won && a.lc.fencing {
+		// The token is the largest a majority handed out; written back to a
+		// majority, any later majority starts above it.
+		for _, res := range a.r.results {
+			if res.ok() {
+				a.fence = max(a.fence, res.fence)
+			}
+		}
+		a.wr = c.send(ctx, request{op: newFenceWrite(a.rkey, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
+		a.wr.finish(&c.bg, nil)
+		a.won = a.wr.tally.won()
+	}
+	a.end = time.Now()
+}
+
+// grant makes the Lock of a won acquisition with validity v left.
+func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*Lock, *QuorumError) {
+	ttl := a.lc.ttl
+	l := &Lock{
+		c: c, key: a.key, rkey: a.rkey, token: a.token, cfg: *a.lc, fence: a.fence,
+		acquired: a.start, ttl: ttl, until: a.start.Add(ttl - drift(ttl, c.cfg.drift)),
+		nodes: make([]nodeRecord, len(c.nodes)),
+	}
+	for i, res := range a.r.results {
+		// Guarded grants too: the key there is ours.
+		l.nodes[i].granted = res.status == statusOK || res.status == statusRefreshed
+	}
+	a.r.finish(&c.bg, func(i int, res result) { l.lateGrant(ctx, i, res) })
+	if c.observing() {
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
+	}
+	if err := c.track(l); err != nil {
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		return nil, &QuorumError{Op: "lock", key: a.key, Quorum: c.quorum(), Granted: a.r.tally.ok, err: ErrNotObtained, cause: err}
+	}
+	return l, nil
+}
+
+// refuse takes back what a failed acquisition created, now and as late
+// grants arrive, and describes the failure. Keys that already held our
+// token stay as they were when the token was the caller's (re-entry); with
+// a fresh token, "held already" can only be this attempt's own write, so
+// it goes too.
+func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
+	created := func(res result) bool {
+		return res.status == statusOK || res.status == statusRefreshed && a.lc.token == ""
+	}
+	a.r.finish(&c.bg, func(i int, res result) {
+		if created(res) {
+			c.releaseOn(ctx, []node{c.nodes[i]}, a.rkey, a.token, a.lc.ttl, 0)
+		}
+	})
+	var mine []node
+	for i, res := range a.r.results {
+		if created(res) {
+			mine = append(mine, c.nodes[i])
+		}
+	}
+	c.releaseOn(ctx, mine, a.rkey, a.token, a.lc.ttl, 0)
+	qerr := c.quorumError("lock", a.key, c.nodes, a.r, 0, ctx)
+	switch {
+	case a.wr != nil && !a.wr.tally.won():
+		qerr = c.quorumError("lock", a.key, c.nodes, a.wr, 0, ctx)
+		qerr.detail = fmt.Sprintf("fencing token %d not written back to a majority", a.fence)
+	case a.won:
+		qerr.detail = "majority reached after the validity ran out"
+	}
+	if hint := c.unusable(a.r); hint != "" && qerr.cause == nil {
+		qerr.unusable, qerr.detail = true, hint
+	}
+	qerr.retryAfter = c.retryAfter(a.r, a.end.Sub(a.start))
+	if c.observing() {
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
+	}
+	return qerr
+}
+
+// unusable returns, when so many nodes of round r failed for good that no
+// majority is possible until something changes, what to change; else "".
+func (c *Client) unusable(r *round) string {
+	var hints []string
+	failed := 0
+	for _, res := range r.results {
+		hint, ok := permanent(res.err)
+		if !ok {
+			continue
+		}
+		failed++
+		if !slices.Contains(hints, hint) {
+			hints = append(hints, hint)
+		}
+	}
+	if failed <= len(c.nodes)-c.quorum() {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d nodes cannot grant it until that changes: %s", failed, len(c.nodes), strings.Join(hints, "; "))
+}
+
+// retryAfter bounds the wait after a failed attempt that took round. If one
+// token refused on a majority of nodes, it holds the lock, whose keys are
+// gone at the latest when its longest PTTL runs out (no bound if a key has
+// no TTL). If no token holds a majority while a majority of nodes answered,
+// nobody holds the lock: a split vote between contenders, or keys on their
+// way out. Then waiting for a release notice would wait for nothing, so the
+// answer is a random delay of up to two rounds, which parts the
+// contenders. With too many nodes failing there is no bound: the retry
+// strategy decides.
+func (c *Client) retryAfter(r *round, round time.Duration) time.Duration {
+	type holder struct {
+		token string
+		n     int
+		pttl  time.Duration // longest
+		noTTL bool          // some key of it has no TTL
+	}
+	var holders []holder
+	answered := 0
+	for _, res := range r.results {
+		switch {
+		case res.guarded: // a restarted node's grant: as good as no answer
+		case res.status == statusOK, res.status == statusRefreshed, res.status == statusAbsent:
+			answered++
+		case res.status == statusHeld:
+			answered++
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.value })
+			if i < 0 {
+				holders, i = append(holders, holder{token: res.value}), len(holders)
+			}
+			h := &holders[i]
+			h.n++
+			h.pttl, h.noTTL = max(h.pttl, res.pttl), h.noTTL || res.pttl < 0
+		}
+	}
+	for _, h := range holders {
+		if h.n >= c.quorum() {
+			if h.noTTL {
+				return 0
+			}
+			return h.pttl + time.Millisecond
+		}
+	}
+	if answered >= c.quorum() {
+		return jitter(time.Microsecond, 2*round+time.Microsecond)
+	}
+	return 0
+}
+
+// releaseOn releases the key on the given nodes (leaving it for cooldown
+// when not 0), with a context detached from the caller's cancellation and
+// bounded by the node timeout, and without a release notice: it takes back
+// grants that made no lock (a failed attempt's) or that an Unlock has
+// already announced (late grants).
+func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string, ttl, cooldown time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	o := newOp(opRelease, rkey, token, "", cooldown)
+	o.quiet = true
+	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
+}

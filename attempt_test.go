@@ -1,0 +1,138 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestUnusableNodesEndTheWait: a node error that waiting cannot cure (here
+// the restart guard's INFO refused, as on miniredis, and an ACL denial)
+// ends Lock's wait at once, with default options and a context that never
+// ends, when it leaves no majority possible; the error names the cure.
+// While a majority is still possible, Lock keeps waiting.
+func TestUnusableNodesEndTheWait(t *testing.T) {
+	noGuard := errors.New("NOGUARD redlock: the restart guard needs INFO server inside scripts, and this node refused it: section (server) is not supported")
+	noPerm := errors.New("NOPERM this user has no permissions to run the 'evalsha' command")
+	for _, tc := range []struct {
+		name string
+		errs []error // per node
+		hint string
+	}{
+		{"guard refused everywhere", []error{noGuard, noGuard, noGuard}, "WithRestartGuard(0)"},
+		{"two of three", []error{noPerm, noGuard, nil}, "ACL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fakes := newFakeNodes(3)
+				for i, err := range tc.errs {
+					fakes[i].setErr(err)
+				}
+				c := newTestClient(t, fakes)
+				start := time.Now()
+				_, err := c.Lock(context.Background(), "k")
+				require.Zero(t, time.Since(start), "Lock waited for errors that waiting cannot cure")
+				require.ErrorIs(t, err, ErrNotObtained)
+				require.ErrorIs(t, err, ErrUnusable)
+				require.ErrorContains(t, err, tc.hint)
+				_, err = c.TryLock(context.Background(), "k")
+				require.ErrorIs(t, err, ErrUnusable, "TryLock says so too")
+			})
+		})
+	}
+	t.Run("a majority is still possible", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fakes := newFakeNodes(3)
+			fakes[0].setErr(noPerm)
+			fakes[1].set("redlock:{k}", "other", -1) // held for good, but it may be released
+			c := newTestClient(t, fakes)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			_, err := c.Lock(ctx, "k")
+			require.ErrorIs(t, err, context.DeadlineExceeded, "Lock gave up while a majority was possible")
+			require.NotErrorIs(t, err, ErrUnusable)
+		})
+	})
+}
+
+func TestCallerDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		gate := make(chan struct{})
+		defer close(gate)
+		fakes[2].setGate(gate)
+		fakes[1].setErr(errFakeDown)
+		c := newTestClient(t, fakes, WithNodeTimeout(time.Hour))
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := c.Lock(ctx, "k")
+		require.ErrorIs(t, err, ErrNotObtained)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the caller's deadline")
+		require.Equal(t, 20*time.Millisecond, time.Since(start), "Lock ended at the caller's deadline")
+	})
+}
+
+// TestCancelledAttemptReleases: cancelling the caller's context mid-attempt
+// releases what was granted, with a context that is not cancelled, and late
+// grants too.
+func TestCancelledAttemptReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		gate := make(chan struct{})
+		fakes[1].setGate(gate)
+		fakes[2].setGate(gate)
+		c := newTestClient(t, fakes, WithNodeTimeout(time.Hour))
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { _, err := c.TryLock(ctx, "k"); done <- err }()
+		synctest.Wait()
+		for i, f := range fakes {
+			require.EqualValues(t, 1, f.calls.Load(), "node %d was not asked", i)
+		}
+		cancel()
+		err := <-done
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, err, ErrNotObtained)
+		close(gate)
+		c.bg.Wait()
+		for i, f := range fakes {
+			v, held := f.value("redlock:{k}")
+			require.False(t, held, "node %d still holds %q", i, v)
+			f.mu.Lock()
+			errs := f.releaseErrs
+			f.mu.Unlock()
+			require.Equal(t, []error{nil}, errs, "node %d: want one release, with a context that is not done", i)
+		}
+	})
+}
+
+func TestRetryAfter(t *testing.T) {
+	c := newTestClient(t, newFakeNodes(5))
+	held := func(token string, pttl time.Duration) result {
+		return result{status: statusHeld, value: token, pttl: pttl}
+	}
+	ok, down := result{status: statusOK}, result{err: errFakeDown}
+	const rt = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		results []result
+		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
+	}{
+		{"holder with a majority", []result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
+		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
+		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.retryAfter(&round{results: tc.results}, rt)
+			if got < tc.lo || got > tc.hi {
+				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
+			}
+		})
+	}
+}

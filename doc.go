@@ -1,0 +1,101 @@
+// Package redlock is a distributed lock over N independent Redis masters: the
+// Redlock algorithm, with the corrections its popular implementations miss.
+//
+// # Guarantees
+//
+// An acquisition sends the acquire script to all N nodes at once and
+// succeeds only if a majority (N/2+1) granted it while the lock's validity
+// was still positive. Validity is measured on this process's monotonic
+// clock from before the first request was sent:
+//
+//	validity = TTL − elapsed − (TTL × drift factor + 2 ms)
+//
+// While validity lasts, no other client of this package can hold the same
+// key, provided that
+//   - the nodes are independent masters (not replicas of each other) and do
+//     not lose a granted key early: a node that restarts without
+//     persistence, or whose clock jumps forward, can break mutual exclusion
+//     (the restart guard, on by default, covers restarts this Client sees);
+//   - clocks on this machine and the nodes advance at rates that differ by
+//     less than the drift factor (default 1%);
+//   - this process does not pause for longer than the validity it has left
+//     while it relies on the lock (a GC or VM pause can exceed it).
+//
+// Redlock alone gives no fencing token, so a holder that was paused past
+// its validity cannot be detected by the resource it writes to.
+// [WithFencing] adds one ([Lock.Fence]); see docs/fencing.md. Use
+// [Lock.Validity] before acting, keep critical sections well inside the
+// TTL, and read docs/design.md for the reasoning and its limits.
+//
+// A failed or cancelled attempt releases the lock on every node that
+// granted it, including nodes whose grant arrives after the attempt ended
+// (a node that never answers within the node timeout can keep the key until
+// its TTL; see docs/design.md). Each node call is bounded by a per-node
+// timeout that the library enforces itself, so a hung node costs neither
+// Lock nor Unlock more than that timeout, and Lock returns as soon as a
+// majority has granted. A node error that waiting cannot cure (a script the
+// server cannot run, an ACL denial, a read-only replica, a key of another
+// type) ends Lock's wait at once when it leaves no majority possible
+// ([ErrUnusable]).
+//
+// # Words
+//
+// A holder acquires a lock with a token, a random secret, when a majority
+// of nodes grant it. The lock stays valid for its validity, and ends when
+// it is released (Unlock), when it expires (its validity ran out, or its
+// key vanished from a node that granted it), or when it is taken over
+// (another token holds the key on such a node). [Lock.Done] is closed when
+// it ends, for whatever reason, and [Lock.Err] says which. docs/design.md
+// opens with this glossary.
+//
+// # Node clients
+//
+// Each node is a go-redis client that the caller creates and closes. These
+// settings suit lock nodes:
+//
+//	redis.NewClient(&redis.Options{
+//		Addr:                  addr,
+//		DialerRetries:         1,    // a dead node fails at once (default: 5 dials, 100 ms apart)
+//		ContextTimeoutEnabled: true, // a hung node's call ends at the node timeout
+//	})
+//
+// The library sends its scripts with go-redis's own retries turned off, so
+// MaxRetries does not matter to it. A node may also be a Redis Cluster
+// client (one vote) or a Sentinel failover client; docs/operations.md
+// covers their caveats, persistence, the ACL rule a lock user needs, and
+// TLS. For unit tests on miniredis, which cannot run the restart guard's
+// INFO inside scripts, pass [WithRestartGuard](0).
+//
+// # Usage
+//
+//	c, err := redlock.New([]redis.UniversalClient{n1, n2, n3})
+//	defer c.Close(context.Background())
+//
+//	// Simplest: the lock is extended while fn runs, and fn's context is
+//	// cancelled if the lock cannot be kept.
+//	err = c.Do(ctx, "report:daily", func(ctx context.Context) error { … })
+//
+//	// Or by hand:
+//	lock, err := c.Lock(ctx, "report:daily", redlock.WithTTL(30*time.Second))
+//	if err != nil { … }
+//	defer lock.Unlock(context.WithoutCancel(ctx))
+//	… work, checking lock.Validity(), calling lock.Extend, or with
+//	WithAutoExtend, watching lock.Done() …
+//
+// A waiting [Client.Lock] does not only poll: it tries again as soon as
+// the holder releases (an Unlock in the same Client, or a release notice
+// published by the nodes), and waiters of one Client are served in arrival
+// order. [Client.Close] releases what the Client still holds and stops its
+// goroutines and subscriptions; call it at shutdown. [WithObserver] and
+// [WithLogger] report every attempt, extension, release and early end; the
+// module github.com/redlock-go/redlock/otel turns those events into
+// OpenTelemetry metrics and spans.
+//
+// Errors are matched with [errors.Is] against [ErrNotObtained],
+// [ErrExpired], [ErrTakenOver], [ErrReleased], [ErrClosed],
+// [ErrInvalidArgument] and [ErrUnusable]; a [*QuorumError] (see
+// [errors.As]) tells which node answered what, with [ErrHeld] and
+// [ErrNodeRestarted] among the nodes' reasons.
+//
+// All methods of [Client] and [Lock] are safe for concurrent use.
+package redlock

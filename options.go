@@ -1,0 +1,384 @@
+package redlock
+
+import (
+	"strings"
+	"time"
+)
+
+// Limits on arguments; larger (or smaller) values are rejected with
+// ErrInvalidArgument. The option docs state them.
+const (
+	maxKeyLen      = 1024                // bytes in a lock key
+	maxMetadataLen = 4096                // bytes of holder metadata
+	maxTokenLen    = 256                 // bytes in a token given to WithToken
+	minTTL         = time.Millisecond    // and the TTL must also leave positive validity after drift
+	maxTTL         = 24 * time.Hour      // TTL of a lock, extension or cooldown
+	maxMaxHold     = 30 * 24 * time.Hour // WithMaxHold
+)
+
+// Defaults, as the option docs state them.
+const (
+	defaultTTL         = 10 * time.Second
+	defaultDriftFactor = 0.01
+	defaultKeyPrefix   = "redlock:"
+	defaultMaxHold     = time.Hour
+	// Unless WithNodeTimeout is given, a node call may take TTL/20.
+	nodeTimeoutDivisor = 20
+	// An auto-extended lock is extended every TTL/3 unless WithAutoExtend
+	// gives an interval.
+	extendDivisor = 3
+	// An auto-extended lock that could not be extended ends with TTL/10 of
+	// validity left, so that the work has that long to stop before another
+	// client can take the lock.
+	endMarginDivisor = 10
+)
+
+// defaultRetry is the strategy Lock uses when none is given: a random delay
+// in [10 ms, 200 ms), until the context ends.
+var defaultRetry = RandomBackoff(10*time.Millisecond, 200*time.Millisecond)
+
+// config is a Client's settings.
+type config struct {
+	lock        lockConfig // defaults for every lock
+	drift       float64
+	nodeTimeout time.Duration // 0: TTL / nodeTimeoutDivisor
+	prefix      string
+	anyCount    bool
+	observers   []Observer
+	guard       time.Duration // restart guard period; 0 off
+	guardSet    bool
+}
+
+// lockConfig is one lock's settings.
+type lockConfig struct {
+	ttl        time.Duration
+	retry      RetryStrategy
+	meta       string
+	token      string
+	autoExtend bool
+	every      time.Duration // auto-extension interval; 0: ttl / extendDivisor
+	maxHold    time.Duration
+	fencing    bool
+	onEnd      func(error) // Do: cancels fn's context when the lock ends early
+}
+
+func defaultConfig() config {
+	return config{
+		lock:   lockConfig{ttl: defaultTTL, retry: defaultRetry, maxHold: defaultMaxHold},
+		drift:  defaultDriftFactor,
+		prefix: defaultKeyPrefix,
+	}
+}
+
+// Option configures a Client, given to New, or one call, given to Lock,
+// TryLock, Do or Inspect. Each option's doc says where it applies; one given
+// where it does not apply is rejected with ErrInvalidArgument. Options that
+// apply to both set, in New, the default for every lock of the Client.
+type Option interface {
+	option() *option
+}
+
+// where an option applies.
+type scope uint8
+
+const (
+	toClient  scope = 1 << iota // New
+	toLock                      // Lock, TryLock, Do
+	toInspect                   // Inspect
+)
+
+type option struct {
+	name   string
+	scope  scope
+	client func(*config) error     // for toClient; nil: sets c.lock with lock
+	lock   func(*lockConfig) error // for toLock and toInspect
+}
+
+func (o *option) option() *option { return o }
+
+func lockOption(name string, s scope, f func(*lockConfig) error) Option {
+	return &option{name: name, scope: s, lock: f}
+}
+
+func clientOption(name string, f func(*config) error) Option {
+	return &option{name: name, scope: toClient, client: f}
+}
+
+// applyClient applies opts to a Client's settings.
+func applyClient(cfg *config, opts []Option) error {
+	for _, o := range opts {
+		if o == nil || o.option() == nil {
+			return invalid("nil option")
+		}
+		op := o.option()
+		var err error
+		switch {
+		case op.scope&toClient == 0:
+			err = invalid("%s applies to one lock: pass it to Lock, TryLock or Do, not to New", op.name)
+		case op.client != nil:
+			err = op.client(cfg)
+		default:
+			err = op.lock(&cfg.lock)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyCall applies opts, given to a call of scope s (toLock or toInspect),
+// to lc.
+func applyCall(lc *lockConfig, s scope, opts []Option) error {
+	for _, o := range opts {
+		if o == nil || o.option() == nil {
+			return invalid("nil option")
+		}
+		op := o.option()
+		switch {
+		case op.scope&s != 0:
+			if err := op.lock(lc); err != nil {
+				return err
+			}
+		case s == toInspect:
+			return invalid("%s does not apply to Inspect, which takes only WithToken", op.name)
+		default:
+			return invalid("%s applies to the Client: pass it to New", op.name)
+		}
+	}
+	return nil
+}
+
+// WithTTL sets how long a lock lives on the nodes unless extended: at least
+// 1 ms, at most 24 h, and long enough to leave positive validity after
+// drift. The default is 10 s. It applies to New (the default for every
+// lock) and to Lock, TryLock and Do.
+func WithTTL(ttl time.Duration) Option {
+	return lockOption("WithTTL", toClient|toLock, func(c *lockConfig) error {
+		if err := checkDuration("TTL", ttl); err != nil {
+			return err
+		}
+		c.ttl = ttl
+		return nil
+	})
+}
+
+// WithRetry sets how Lock retries after a failed attempt. The default waits
+// a random delay in [10 ms, 200 ms) between attempts until the context ends
+// (see RandomBackoff). TryLock never retries. It applies to New, Lock and
+// Do.
+func WithRetry(s RetryStrategy) Option {
+	return lockOption("WithRetry", toClient|toLock, func(c *lockConfig) error {
+		if s == nil {
+			return invalid("nil retry strategy")
+		}
+		c.retry = s
+		return nil
+	})
+}
+
+// WithMetadata stores information about the holder (host, pid, job id…)
+// with the lock on every node, for Inspect. At most 4 KiB. The default is
+// none. It applies to New, Lock, TryLock and Do.
+func WithMetadata(m string) Option {
+	return lockOption("WithMetadata", toClient|toLock, func(c *lockConfig) error {
+		if len(m) > maxMetadataLen {
+			return invalid("metadata is %d bytes, more than %d", len(m), maxMetadataLen)
+		}
+		c.meta = m
+		return nil
+	})
+}
+
+// WithToken acquires with the given token instead of a fresh random one. A
+// holder that passes its own [Lock.Token] re-enters its lock: nodes that
+// hold that token grant again and refresh the TTL. Re-entry is not counted:
+// one Unlock releases the key. A failed re-entry leaves the holder's lock
+// as it was. Given to Inspect, it shows the token on the nodes where it
+// holds the key (Inspect shows no token otherwise). The token must be 1 to
+// 256 bytes without NUL. Keep tokens secret: anyone with the token can
+// release the lock. It applies to Lock, TryLock, Do and Inspect.
+func WithToken(token string) Option {
+	return lockOption("WithToken", toLock|toInspect, func(c *lockConfig) error {
+		switch {
+		case token == "":
+			return invalid("empty token")
+		case len(token) > maxTokenLen:
+			return invalid("token is %d bytes, more than %d", len(token), maxTokenLen)
+		case strings.IndexByte(token, 0) >= 0:
+			return invalid("token contains a NUL byte")
+		}
+		c.token = token
+		return nil
+	})
+}
+
+// WithAutoExtend keeps the lock alive while it is held: one goroutine per
+// lock extends it on every node every interval (0 means TTL/3), until
+// Unlock stops it or WithMaxHold is reached. If extension cannot keep a
+// majority, the lock ends with TTL/10 of validity left: [Lock.Done] is
+// closed and [Lock.Err] says why. Failed extensions are reported to
+// observers. [Client.Do] always auto-extends. The default is no
+// auto-extension. It applies to New, Lock, TryLock and Do.
+func WithAutoExtend(interval time.Duration) Option {
+	return lockOption("WithAutoExtend", toClient|toLock, func(c *lockConfig) error {
+		if interval < 0 {
+			return invalid("auto-extend interval %v is negative", interval)
+		}
+		c.autoExtend, c.every = true, interval
+		return nil
+	})
+}
+
+// WithMaxHold caps how long auto-extension (and so [Client.Do]) keeps a
+// lock, counted from its acquisition: the last extension ends the lock at
+// that time, and it then ends as expired, like any lock that can no longer
+// be extended; under Do, the work's context is cancelled. A caller calling
+// [Lock.Extend] itself is not capped. It must be within [1 ms, 30 days].
+// The default is 1 hour. It applies to New, Lock, TryLock and Do.
+func WithMaxHold(d time.Duration) Option {
+	return lockOption("WithMaxHold", toClient|toLock, func(c *lockConfig) error {
+		if d < minTTL || d > maxMaxHold {
+			return invalid("max hold %v outside [%v, %v]", d, minTTL, maxMaxHold)
+		}
+		c.maxHold = d
+		return nil
+	})
+}
+
+// WithFencing hands out a fencing token with each acquisition
+// ([Lock.Fence]): a number that grows with every holder, so that a resource
+// can refuse writes from a holder whose lock has passed to another (a
+// holder paused past its validity, say). Each node keeps a counter per key
+// (no TTL); the token is the largest a majority handed out, written back
+// to a majority before the lock is returned. That costs one more round
+// trip, and it is counted against the validity. A holder whose acquisition
+// returned before another's began has the smaller token; tokens stay below
+// 2^53 and are never shared, even by holders that overlap because timing
+// assumptions failed. All clients of a key must list the nodes in the same
+// order (a node's position is part of its tokens), and the counters must
+// be persisted (see docs/fencing.md). The default is no fencing. It
+// applies to New, Lock, TryLock and Do.
+func WithFencing() Option {
+	return lockOption("WithFencing", toClient|toLock, func(c *lockConfig) error {
+		c.fencing = true
+		return nil
+	})
+}
+
+// WithRestartGuard enforces the Redlock spec's "delayed restart" rule in
+// the client: when a node this Client knows comes back as a new process
+// (its run_id changed: a restart, or a failover to another server), its
+// grants do not count towards a majority for period. A node that restarted
+// without persistence has forgotten the locks it granted; until they would
+// have expired it could grant them again to someone else. Set period to
+// the longest TTL any client uses. 0 turns the guard off, for nodes that
+// lose nothing on restart (appendonly with appendfsync always) and for
+// test servers. The default is on, with the Client's default TTL as the
+// period. It applies to New.
+//
+// The guard costs each acquire an INFO call on the node, inside the
+// acquire script. A server that cannot run INFO server there (an ACL user
+// without +info, miniredis, some proxies) fails the acquisition at once
+// with ErrUnusable, naming this option. A restart that happens before this
+// Client first hears from the node goes unnoticed, and a Redis Cluster
+// node is not guarded (its shards have run_ids of their own).
+func WithRestartGuard(period time.Duration) Option {
+	return clientOption("WithRestartGuard", func(c *config) error {
+		if period < 0 || period > maxTTL {
+			return invalid("restart guard period %v outside [0, %v]", period, maxTTL)
+		}
+		c.guard, c.guardSet = period, true
+		return nil
+	})
+}
+
+// WithDriftFactor sets the fraction of the TTL set aside for clock-rate
+// differences between this process and the nodes; 2 ms are always added.
+// It must be in [0, 1). The default is 0.01. It applies to New.
+func WithDriftFactor(f float64) Option {
+	return clientOption("WithDriftFactor", func(c *config) error {
+		if !(f >= 0 && f < 1) {
+			return invalid("drift factor %v outside [0, 1)", f)
+		}
+		c.drift = f
+		return nil
+	})
+}
+
+// WithNodeTimeout bounds every call to one node. The library enforces it
+// itself, even for go-redis clients without ContextTimeoutEnabled (which
+// otherwise ignore context deadlines while reading). It should be small
+// against the TTL: a node slower than this counts as failed. The default
+// is TTL/20 of the lock concerned (500 ms for the default TTL). It applies
+// to New.
+func WithNodeTimeout(d time.Duration) Option {
+	return clientOption("WithNodeTimeout", func(c *config) error {
+		if d <= 0 {
+			return invalid("node timeout %v is not positive", d)
+		}
+		c.nodeTimeout = d
+		return nil
+	})
+}
+
+// WithKeyPrefix sets the prefix of the Redis keys: the lock "job" is stored
+// at prefix+"{job}", so everything belonging to one lock shares a Cluster
+// hash slot. The prefix must not contain braces. The default is
+// "redlock:". It applies to New.
+func WithKeyPrefix(p string) Option {
+	return clientOption("WithKeyPrefix", func(c *config) error {
+		if strings.ContainsAny(p, "{}") || len(p) > maxKeyLen {
+			return invalid("key prefix %q contains braces or is too long", p)
+		}
+		c.prefix = p
+		return nil
+	})
+}
+
+// WithAnyNodeCount lets New accept fewer than 3 nodes or an even number of
+// them. With 1 or 2 nodes a single node failure makes locking impossible,
+// and an even count tolerates no more failures than one node fewer. It
+// applies to New.
+func WithAnyNodeCount() Option {
+	return clientOption("WithAnyNodeCount", func(c *config) error {
+		c.anyCount = true
+		return nil
+	})
+}
+
+func checkDuration(what string, d time.Duration) error {
+	switch {
+	case d < minTTL:
+		return invalid("%s %v is less than %v", what, d, minTTL)
+	case d > maxTTL:
+		return invalid("%s %v is more than %v", what, d, maxTTL)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return invalid("empty key")
+	case len(key) > maxKeyLen:
+		return invalid("key is %d bytes, more than %d", len(key), maxKeyLen)
+	}
+	return nil
+}
+
+// callConfig validates key and opts, given to a call of scope s, and
+// returns the call's lock settings.
+func (c *Client) callConfig(key string, s scope, opts []Option) (lockConfig, error) {
+	lc := c.cfg.lock
+	if err := checkKey(key); err != nil {
+		return lc, err
+	}
+	if err := applyCall(&lc, s, opts); err != nil {
+		return lc, err
+	}
+	if !canBeValid(lc.ttl, c.cfg.drift) {
+		return lc, invalid("TTL %v leaves no validity after drift %v", lc.ttl, drift(lc.ttl, c.cfg.drift))
+	}
+	return lc, nil
+}

@@ -1,0 +1,259 @@
+package redlock
+
+import (
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds what the library sends a node: every operation is one Lua
+// script, so each is atomic on the node and costs one round trip (node.go
+// sends it, with EVALSHA, and decodes the reply).
+//
+// A lock is one string key. Its value is the holder's token, followed by a
+// NUL byte and the holder's metadata when there is any, so ownership is "the
+// value is the token, or starts with token+NUL". Tokens never contain NUL.
+//
+// Only GET, SET, PTTL, PEXPIRE and DEL touch the key: a key of another type
+// makes GET fail with WRONGTYPE, the script stops, and the foreign key is
+// left as it was.
+
+// The scripts. Each takes the lock key as KEYS[1].
+
+// acquireSrc takes the lock or re-enters it.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] known run_ids
+// (see runIDCheck).
+// Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
+// refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
+// holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
+// holder's token lets a waiter tell a holder with a majority from a split
+// vote; it never leaves the library.
+const acquireSrc = runIDCheck + `
+local v = redis.call('GET', KEYS[1])
+if not v then
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return reply(1)
+end
+if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return reply(2)
+end
+local nul = string.find(v, '\0', 1, true)
+if nul then v = string.sub(v, 1, nul - 1) end
+return reply({-1 - redis.call('PTTL', KEYS[1]), v})
+`
+
+// runIDCheck starts the acquire scripts, for the restart guard: it defines
+// reply, which every exit goes through. The last ARGV lists the run_ids the
+// client knows; empty, the guard is off. If the node's run_id is among them
+// the reply is unchanged, so the common case costs an INFO server call but
+// no larger reply; if not (first contact, or the node restarted), the reply
+// is wrapped: {'runid', run_id, reply}. INFO runs before anything is
+// written. A node that cannot run it there (an ACL user without +info,
+// miniredis, some proxies) answers a NOGUARD error and writes nothing:
+// see permanent.
+const runIDCheck = `
+local newid
+if ARGV[#ARGV] ~= '' then
+	local info = redis.pcall('INFO', 'server')
+	if type(info) ~= 'string' then
+		local why = type(info) == 'table' and info.err or tostring(info)
+		return redis.error_reply('NOGUARD redlock: the restart guard needs INFO server inside scripts, and this node refused it: ' .. why)
+	end
+	local id = string.match(info, 'run_id:(%x+)')
+	if not (id and string.find(ARGV[#ARGV], id, 1, true)) then newid = id or '' end
+end
+local function reply(r)
+	if newid then return {'runid', newid, r} end
+	return r
+end
+`
+
+// extendSrc resets the TTL of a key we hold; it never re-creates one.
+// ARGV[1] token, ARGV[2] ttl in ms.
+// Reply: 1 extended; 0 key absent (expired); −1 another token holds it.
+const extendSrc = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`
+
+// releaseSrc deletes a key we hold and publishes the token on the key's
+// release channel (KEYS[1]..":released") for waiters; or, with a cooldown,
+// leaves the key in place to expire cooldown ms from now, keeping other
+// tokens out until then.
+// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] 1 to
+// publish (an Unlock), 0 not (taking back a failed attempt's grants, which
+// released no lock anyone held).
+// Reply: 1 released; 0 key absent (expired); −1 another token holds it.
+const releaseSrc = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
+if ARGV[2] == '0' then
+	redis.call('DEL', KEYS[1])
+	if ARGV[3] == '1' then redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1]) end
+else
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+`
+
+// acquireFencedSrc is acquireSrc that also hands out a fencing token: on a
+// grant it advances the key's fence counter (KEYS[2], no TTL) to the next
+// value that is ≡ residue (mod modulus), so that values from different nodes
+// never coincide. The counter is checked before anything is written (a script
+// that fails half-way keeps its writes).
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
+// modulus, ARGV[6] known run_ids (see runIDCheck).
+// Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
+// when the counter is not a number or would reach 2^53.
+const acquireFencedSrc = runIDCheck + `
+local v = redis.call('GET', KEYS[1])
+local code = 1
+if v then
+	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
+		code = 2
+	else
+		local nul = string.find(v, '\0', 1, true)
+		if nul then v = string.sub(v, 1, nul - 1) end
+		return reply({-1 - redis.call('PTTL', KEYS[1]), v})
+	end
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if not c or c < 0 or c ~= math.floor(c) then
+	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' is not a whole number')
+end
+local m = tonumber(ARGV[5])
+local f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
+if f >= 9007199254740992 then
+	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' would pass 2^53')
+end
+redis.call('SET', KEYS[2], string.format('%.0f', f))
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return reply({code, f})
+`
+
+// fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
+// acknowledges only if the counter was ≤ t: a larger value means a later
+// holder has already been handed a larger token.
+// KEYS[1] fence key, ARGV[1] t. Reply: 1 acknowledged; 0 a larger fence exists.
+const fenceWriteSrc = `
+local c = tonumber(redis.call('GET', KEYS[1]) or '0')
+if not c then
+	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[1] .. ' is not a whole number')
+end
+if c > tonumber(ARGV[1]) then return 0 end
+if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+`
+
+// inspectSrc reads the key's value and PTTL, and its fence counter, in one
+// atomic step. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil}.
+const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}`
+
+// opKind names an operation; it indexes scripts.
+type opKind int
+
+const (
+	opAcquire opKind = iota
+	opExtend
+	opRelease
+	opInspect
+	opAcquireFenced
+	opFenceWrite
+)
+
+// fenceModulus: node i's fence counter only takes values ≡ i (mod 64), so at
+// most 64 nodes. Every client must list the nodes in the same order.
+const fenceModulus = 64
+
+// maxFence: fencing tokens stay below 2^53, exact in every JSON number and
+// in Lua, whose numbers are doubles.
+const maxFence = 1 << 53
+
+// script is a Lua script with its SHA1, boxed once so that building a call's
+// arguments does not allocate for them.
+type script struct {
+	src, sha any
+}
+
+var scripts = func() [6]script {
+	var s [6]script
+	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
+		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc} {
+		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
+	}
+	return s
+}()
+
+// op is one operation on one key, prepared once per round and sent to every
+// node. Its fields say what it asks; encode turns them into the wire
+// arguments, once, shared by every node's command (go-redis only reads
+// them), and the in-memory test nodes read the same fields.
+type op struct {
+	kind              opKind
+	key, token, value string
+	ttl               time.Duration // TTL, or cooldown for release
+	fence             int64         // opFenceWrite: the token to write back
+	quiet             bool          // opRelease: publish no notice
+	knownIDs          any           // acquire ops: the run_ids the Client knows, boxed once (restartGuard.known); "" with the guard off
+
+	argv [11]any // EVALSHA sha numkeys keys… args…, built by encode
+	argc int
+}
+
+func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
+	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl, knownIDs: ""}
+}
+
+// newFenceWrite prepares the write-back of fencing token t for key.
+func newFenceWrite(key string, t int64) *op {
+	return &op{kind: opFenceWrite, key: key, fence: t}
+}
+
+// encode builds the wire arguments: the one place that knows each script's
+// KEYS and ARGV layout (documented with the scripts above). It is called
+// once per round, before the op is shared.
+func (o *op) encode() {
+	ms := o.ttl.Milliseconds()
+	set := func(numkeys int, args ...any) {
+		o.argv[0], o.argv[1], o.argv[2] = "evalsha", scripts[o.kind].sha, numkeys
+		o.argc = 3 + copy(o.argv[3:], args)
+	}
+	switch o.kind {
+	case opAcquire:
+		set(1, o.key, o.token, o.value, ms, o.knownIDs)
+	case opExtend:
+		set(1, o.key, o.token, ms)
+	case opRelease:
+		publish := 1
+		if o.quiet {
+			publish = 0
+		}
+		set(1, o.key, o.token, ms, publish)
+	case opInspect:
+		set(2, o.key, fenceKey(o.key))
+	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
+		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.knownIDs)
+	case opFenceWrite:
+		set(1, fenceKey(o.key), o.fence)
+	}
+}
+
+// fenceKey is the key of the lock key's fence counter, in the same Cluster
+// slot.
+func fenceKey(key string) string { return key + ":fence" }
+
+// nodeArgs returns the op's arguments for node i: shared, but for a fenced
+// acquire, whose residue is the node's own.
+func (o *op) nodeArgs(i int) []any {
+	if o.kind != opAcquireFenced {
+		return o.argv[:o.argc]
+	}
+	argv := o.argv
+	argv[8] = i
+	return argv[:o.argc]
+}
