@@ -11,10 +11,13 @@ export PATH := $(PATH):/usr/local/go/bin
 demo:
 	$(GO) run ./cmd/redlock demo
 
+# Every package of every module in go.work: the library, the command, the
+# integration suite, the otel module, and the bench module's own tests.
+PKGS = github.com/redlock-go/redlock/...
+
 test: redis-server
-	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
-	cd otel && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 $(PKGS)
 
 # The integration suite's fault tests on containers through testcontainers
 # (REDLOCK_BACKEND=docker; see docs/testing.md): needs a Docker engine, and
