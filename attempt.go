@@ -149,10 +149,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		o = newOp(opAcquireFenced, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
 	}
 	o.knownIDs = c.guard.known()
-	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided}
-	if c.guard != nil {
-		req.judge = c.guard.check
-	}
+	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge}
 	a.start = time.Now()
 	a.r = c.send(ctx, req)
 	a.won = a.r.tally.won()

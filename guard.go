@@ -45,7 +45,7 @@ func (g *restartGuard) known() any {
 
 // check records node i's run_id from an acquire reply and marks a grant
 // that must not count.
-func (g *restartGuard) check(i int, r *result) {
+func (g *restartGuard) check(i int, r result) result {
 	now := time.Now()
 	g.mu.Lock()
 	if id := r.runID; id != "" && !slices.Contains(g.ids[i], id) {
@@ -65,4 +65,5 @@ func (g *restartGuard) check(i int, r *result) {
 	if guarded && (r.status == statusOK || r.status == statusRefreshed) {
 		r.guarded = true
 	}
+	return r
 }

@@ -93,9 +93,11 @@ type request struct {
 	need    int              // agreements that make the round a success
 	timeout time.Duration    // bounds every node's call
 	stop    func(tally) bool // decides the round before every node answered; nil waits for all
-	// judge, if set, sees each reply before it is counted, and may mark a
-	// grant as not counting (the restart guard does).
-	judge func(i int, r *result)
+	// judge, if set, sees each reply before it is counted, and may return
+	// it marked as a grant that does not count (the restart guard does). It
+	// takes and returns a value: a pointer through a function value would
+	// move every reply to the heap.
+	judge func(i int, r result) result
 	timed bool // record each reply's latency, for observers
 }
 
@@ -137,15 +139,15 @@ func (w *workers) fanOut(ctx context.Context, req request) *round {
 	if req.timed {
 		r.latency = make([]time.Duration, n)
 	}
-	for i, nd := range req.nodes {
+	for i := range req.nodes {
 		w.run(func() {
-			res := nd.do(rctx, req.op)
+			res := req.nodes[i].do(rctx, req.op)
 			res.answered = true
 			if res.status == statusFailed && res.err == nil {
 				res.err = errNoResult
 			}
 			if req.judge != nil {
-				req.judge(i, &res)
+				res = req.judge(i, res)
 			}
 			r.replies <- reply{i, res}
 		})

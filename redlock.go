@@ -19,10 +19,11 @@ import (
 type Client struct {
 	nodes []node
 	cfg   config
-	bg    sync.WaitGroup // goroutines waiting for late replies
-	work  *workers       // goroutines that make the node calls
-	hand  handoff        // waiters and release notices
-	guard *restartGuard  // nil when off
+	bg    sync.WaitGroup           // goroutines waiting for late replies
+	work  *workers                 // goroutines that make the node calls
+	hand  handoff                  // waiters and release notices
+	guard *restartGuard            // nil when off
+	judge func(int, result) result // guard.check, bound once; nil when off
 
 	mu     sync.Mutex
 	held   map[*Lock]struct{} // locks not yet released, for Close
@@ -91,6 +92,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 			multi[i] = n.multiShard()
 		}
 		c.guard = newRestartGuard(cfg.guard, multi)
+		c.judge = c.guard.check
 	}
 	return c, nil
 }
