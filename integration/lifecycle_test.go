@@ -130,7 +130,7 @@ func TestDoCancelledBeforeValidityEnds(t *testing.T) {
 		return ctx.Err()
 	}, redlock.WithTTL(ttl))
 	if !errors.Is(cause, redlock.ErrExpired) {
-		t.Fatalf("cause: got %v, want ErrLockExpired", cause)
+		t.Fatalf("cause: got %v, want ErrExpired", cause)
 	}
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, redlock.ErrExpired) {
 		t.Fatalf("Do: got %v, want the work's error and the loss", err)

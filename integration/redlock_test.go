@@ -665,10 +665,10 @@ func TestUnlockOutcomes(t *testing.T) {
 	}
 	waitEmpty(t, nodes, key, 10*ttl) // it expires
 	if err := l.Extend(t.Context(), time.Minute); !errors.Is(err, redlock.ErrExpired) {
-		t.Fatalf("Extend after expiry: got %v, want ErrLockExpired", err)
+		t.Fatalf("Extend after expiry: got %v, want ErrExpired", err)
 	}
 	if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrExpired) {
-		t.Fatalf("Unlock after expiry: got %v, want ErrLockExpired", err)
+		t.Fatalf("Unlock after expiry: got %v, want ErrExpired", err)
 	}
 	for _, n := range nodes {
 		if k, _ := Admin(t, n).Exists(t.Context(), RedisKey(key)).Result(); k != 0 {
