@@ -118,7 +118,8 @@ func TestClusterNode(t *testing.T) {
 	// b has failed once and subscribed: on both standalone nodes, and on
 	// one master of the cluster.
 	waitSubscribed(t, standalone...)
-	waitUntil(t, 30*time.Second, "a release-notice subscription on the cluster", func() bool { return patternSubs(t, masters...) > 0 })
+	clusterSubs := patternSubs(t, masters...)
+	waitUntil(t, 30*time.Second, "a release-notice subscription on the cluster", func() bool { return clusterSubs() > 0 })
 	standalone[1].Pause(t)
 	defer standalone[1].Resume(t)
 	if err := holder.Unlock(t.Context()); err != nil && !errors.Is(err, redlock.ErrNotObtained) {

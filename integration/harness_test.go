@@ -407,20 +407,29 @@ func poll(limit time.Duration, cond func() bool) bool {
 func waitSubscribed(t testing.TB, nodes ...*Node) {
 	t.Helper()
 	for _, n := range nodes {
-		waitUntil(t, 30*time.Second, n.Addr+"'s release-notice subscription", func() bool { return patternSubs(t, n) > 0 })
+		subs := patternSubs(t, n)
+		waitUntil(t, 30*time.Second, n.Addr+"'s release-notice subscription", func() bool { return subs() > 0 })
 	}
 }
 
-// patternSubs returns how many pattern subscriptions the nodes have in all.
-func patternSubs(t testing.TB, nodes ...*Node) int {
+// patternSubs returns a function that counts the pattern subscriptions the
+// nodes have in all (PUBSUB NUMPAT), through one admin client per node, made
+// once for every poll.
+func patternSubs(t testing.TB, nodes ...*Node) func() int {
 	t.Helper()
-	total := 0
-	for _, n := range nodes {
-		got, err := Admin(t, n).PubSubNumPat(t.Context()).Result()
-		if err != nil {
-			t.Fatalf("%s: PUBSUB NUMPAT: %v", n.Addr, err)
-		}
-		total += int(got)
+	admins := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		admins[i] = Admin(t, n)
 	}
-	return total
+	return func() int {
+		total := 0
+		for _, a := range admins {
+			got, err := a.PubSubNumPat(t.Context()).Result()
+			if err != nil {
+				return 0 // not yet: the wait's deadline reports it
+			}
+			total += int(got)
+		}
+		return total
+	}
 }

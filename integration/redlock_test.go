@@ -605,9 +605,13 @@ func TestExpiryHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "every node to hold the key (a straggling grant)", func() bool {
-		for _, n := range nodes {
-			if k, _ := Admin(t, n).Exists(t.Context(), RedisKey(key)).Result(); k != 1 {
+	admins := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		admins[i] = Admin(t, n)
+	}
+	waitUntil(t, 30*time.Second, "every node to hold the key (a straggling grant)", func() bool {
+		for _, a := range admins {
+			if k, _ := a.Exists(t.Context(), RedisKey(key)).Result(); k != 1 {
 				return false
 			}
 		}
