@@ -148,7 +148,6 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	if a.lc.fencing {
 		o = newOp(opAcquireFenced, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
 	}
-	o.knownIDs = c.guard.known()
 	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge}
 	a.start = time.Now()
 	a.r = c.send(ctx, req)

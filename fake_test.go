@@ -85,7 +85,15 @@ func newFakeNodes(n int) []*fakeNode {
 
 func (n *fakeNode) name() string { return n.id }
 
-func (n *fakeNode) multiShard() bool { return false }
+// start runs the call on a goroutine of its own: the fake's calls block
+// (gates, delays) the way a node's replies can be slow to come.
+func (n *fakeNode) start(c call) {
+	go func() {
+		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+		defer cancel()
+		c.r.deliver(c.i, n.do(ctx, c.o))
+	}()
+}
 
 // enter waits for the gate and the node's delay, and returns the injected
 // error, if any.
@@ -167,15 +175,12 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	return n.inspect(o.key)
 }
 
-// reportRunID does what runIDCheck does: it adds the node's run_id to an
-// acquire reply when the client does not list it.
-func (n *fakeNode) reportRunID(o *op, res result) result {
+// reportRunID does what a stream does: it adds the node's run_id to an
+// acquire result.
+func (n *fakeNode) reportRunID(_ *op, res result) result {
 	n.mu.Lock()
-	id := n.runID
+	res.runID = n.runID
 	n.mu.Unlock()
-	if known, _ := o.knownIDs.(string); known != "" && !strings.Contains(known, ","+id+",") {
-		res.runID = id
-	}
 	return res
 }
 

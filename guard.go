@@ -1,64 +1,45 @@
 package redlock
 
 import (
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // restartGuard is the Redlock spec's "delayed restart" rule, enforced by the
-// client: each acquire script also reports its node's run_id when it is not
-// among those the Client knows, and for one period after a known node comes
-// back with a new run_id, that node's grants do not count towards a majority.
+// client: for one period after a known node comes back as a new process
+// (its run_id changed), that node's grants do not count towards a majority.
 //
-// A node is only known once this Client has heard from it: a restart before
-// that goes unnoticed. A Redis Cluster node answers with the run_id of the
-// shard that owns the key, so several ids are normal there; the guard tracks
-// them but does not act on them.
+// The run_id comes with every acquire result of a standalone or Sentinel
+// node: each node's stream asks INFO server once per connection, before the
+// first acquire it sends on it (stream.prepare). A server that restarts
+// closes every connection, so a connection's run_id cannot go stale: a
+// restarted node is seen at the first acquire after it, on a fresh
+// connection. A node is only known once this Client has heard from it: a
+// restart before that goes unnoticed. A Redis Cluster node reports no
+// run_id (its shards have their own, and one connection does not reach
+// them all), so it is not guarded.
 type restartGuard struct {
 	period time.Duration
-	multi  []bool // per node: a Cluster, with one run_id per shard
 
 	mu    sync.Mutex
-	ids   [][]string   // per node: the run_ids heard (the latest, or every shard's)
-	until []time.Time  // per node: grants until then do not count
-	list  atomic.Value // string: every id heard, joined, for the scripts
+	ids   []string    // per node: the run_id heard last
+	until []time.Time // per node: grants until then do not count
 }
 
-func newRestartGuard(period time.Duration, multi []bool) *restartGuard {
-	g := &restartGuard{period: period, multi: multi,
-		ids: make([][]string, len(multi)), until: make([]time.Time, len(multi))}
-	g.list.Store(any(","))
-	return g
+func newRestartGuard(period time.Duration, n int) *restartGuard {
+	return &restartGuard{period: period, ids: make([]string, n), until: make([]time.Time, n)}
 }
 
-// known returns the list of run_ids for the scripts, boxed once; "" (the
-// guard off) for a nil guard.
-func (g *restartGuard) known() any {
-	if g == nil {
-		return ""
-	}
-	return g.list.Load()
-}
-
-// check records node i's run_id from an acquire reply and marks a grant
+// check records node i's run_id from an acquire result and marks a grant
 // that must not count.
 func (g *restartGuard) check(i int, r result) result {
 	now := time.Now()
 	g.mu.Lock()
-	if id := r.runID; id != "" && !slices.Contains(g.ids[i], id) {
-		switch {
-		case g.multi[i]:
-			g.ids[i] = append(g.ids[i], id)
-		case len(g.ids[i]) > 0: // a node we knew is a new process now
-			g.ids[i] = []string{id}
+	if id := r.runID; id != "" && id != g.ids[i] {
+		if g.ids[i] != "" { // a node we knew is a new process now
 			g.until[i] = now.Add(g.period)
-		default:
-			g.ids[i] = []string{id}
 		}
-		g.list.Store(any("," + strings.Join(slices.Concat(g.ids...), ",") + ","))
+		g.ids[i] = id
 	}
 	guarded := now.Before(g.until[i])
 	g.mu.Unlock()

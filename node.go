@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,7 +42,7 @@ type result struct {
 	pttl     time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
 	value    string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
 	fence    int64         // a fenced acquire's grant: the node's new fence counter
-	runID    string        // acquire: the node's run_id, when it was not among those known
+	runID    string        // acquire: the run_id of the server that answered, when known (see stream.prepare)
 	// guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
 	guarded bool
@@ -78,12 +77,11 @@ const releaseSuffix = ":released"
 
 // node is everything the library asks of one Redis master.
 type node interface {
-	do(ctx context.Context, o *op) result
+	// start sends c.o to the node and returns at once; the node hands its
+	// result to c.r.deliver(c.i, ·) exactly once: when it answered, when
+	// the call failed, or when the call ended before it could be sent.
+	start(c call)
 	name() string
-	// multiShard reports whether the node answers with several run_ids (a
-	// Redis Cluster: one per shard), which the restart guard tracks but
-	// does not act on.
-	multiShard() bool
 	// watch subscribes to the release channels matching pattern and calls
 	// deliver for each notice until stop is called; stop waits for the
 	// subscription's goroutine to end.
@@ -92,25 +90,25 @@ type node interface {
 
 // This file is the wire protocol with one node: the node interface, its
 // go-redis implementation, and the replies (the scripts themselves, and the
-// arguments sent to them, are in script.go). A script goes as EVALSHA,
-// falling back to EVAL when the node answers NOSCRIPT. (go-redis's
-// Script.Run does the same, but cannot turn off go-redis's own retries;
-// see noRetry.)
+// arguments sent to them, are in script.go; how commands leave, batched, is
+// in stream.go). A script goes as EVALSHA, and again as EVAL (which also
+// caches it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH.
+// (go-redis's Script.Run does the same, but cannot turn off go-redis's own
+// retries; see noRetry.)
 
 // redisNode is a node behind a go-redis client: standalone, Sentinel
 // failover or Cluster.
 type redisNode struct {
-	client  redis.UniversalClient
-	addr    string
-	index   int  // position in the Client's list: the node's fence residue
-	cluster bool // a Redis Cluster client
+	client redis.UniversalClient
+	addr   string
+	stream *stream
 }
 
 var _ node = (*redisNode)(nil)
 
 func (n *redisNode) name() string { return n.addr }
 
-func (n *redisNode) multiShard() bool { return n.cluster }
+func (n *redisNode) start(c call) { n.stream.enqueue(c) }
 
 // watch runs one pattern subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the
@@ -146,19 +144,9 @@ func (n *redisNode) watch(pattern string, deliver func(channel, payload string))
 	}
 }
 
-// do runs the op's script with EVALSHA, and with EVAL (which also caches
-// it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH or a restart.
-func (n *redisNode) do(ctx context.Context, o *op) result {
-	args := o.nodeArgs(n.index)
-	cmd := redis.NewCmd(ctx, args...)
-	_ = n.client.Process(ctx, noRetry{cmd})
-	if err := cmd.Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		argv := slices.Clone(args)
-		argv[0], argv[1] = "eval", scripts[o.kind].src
-		cmd = redis.NewCmd(ctx, argv...)
-		_ = n.client.Process(ctx, noRetry{cmd})
-	}
-	switch o.kind {
+// decode turns the reply to an op of kind k into a result.
+func decode(k opKind, cmd *redis.Cmd) result {
+	switch k {
 	case opInspect:
 		return inspectReply(cmd.Slice())
 	case opAcquire, opAcquireFenced:
@@ -168,7 +156,7 @@ func (n *redisNode) do(ctx context.Context, o *op) result {
 	if err != nil {
 		return result{err: err}
 	}
-	if o.kind == opFenceWrite {
+	if k == opFenceWrite {
 		return fenceWriteReply(r)
 	}
 	return ownerReply(r)
@@ -191,12 +179,6 @@ func fenceWriteReply(r int64) result {
 func acquireReply(reply any, err error) result {
 	if err != nil {
 		return result{err: err}
-	}
-	if r, ok := reply.([]any); ok && len(r) == 3 && r[0] == "runid" { // see runIDCheck
-		id, _ := r[1].(string)
-		res := acquireReply(r[2], nil)
-		res.runID = id
-		return res
 	}
 	switch r := reply.(type) {
 	case int64:
@@ -297,7 +279,7 @@ func permanent(err error) (hint string, ok bool) {
 	has := func(prefix string) bool { return strings.HasPrefix(msg, prefix) }
 	switch {
 	case has("NOGUARD"):
-		return "the restart guard needs INFO server inside scripts: allow INFO to the node's ACL user, or pass WithRestartGuard(0) (test servers such as miniredis; nodes with appendfsync always)", true
+		return "the restart guard needs INFO server: allow INFO to the node's ACL user, or pass WithRestartGuard(0) (test servers such as miniredis; nodes with appendfsync always)", true
 	case has("NOPERM"):
 		return "the node's ACL user lacks a permission the scripts need (docs/operations.md has the ACL line)", true
 	case has("READONLY"):

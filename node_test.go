@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,22 +16,20 @@ func TestEncode(t *testing.T) {
 	sha := func(k opKind) any { return scripts[k].sha }
 	quiet := newOp(opRelease, "K", "tok", "", 0)
 	quiet.quiet = true
-	guarded := newOp(opAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond)
-	guarded.knownIDs = ",id1,"
 	for _, tc := range []struct {
 		name string
 		o    *op
 		node int
 		want []any
 	}{
-		{"acquire", newOp(opAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000), ""}},
-		{"acquire, guarded", guarded, 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok\x00meta", int64(1500), ",id1,"}},
+		{"acquire", newOp(opAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000)}},
+		{"acquire with metadata", newOp(opAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok\x00meta", int64(1500)}},
 		{"extend", newOp(opExtend, "K", "tok", "", 2*time.Second), 0, []any{"evalsha", sha(opExtend), 1, "K", "tok", int64(2000)}},
 		{"release", newOp(opRelease, "K", "tok", "", 0), 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), 1}},
 		{"release, quiet", quiet, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), 0}},
 		{"release with cooldown", newOp(opRelease, "K", "tok", "", time.Minute), 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(60000), 1}},
 		{"inspect", newOp(opInspect, "K", "", "", 0), 0, []any{"evalsha", sha(opInspect), 2, "K", "K:fence"}},
-		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus, ""}},
+		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus}},
 		{"fence write-back", newFenceWrite("K", 42), 0, []any{"evalsha", sha(opFenceWrite), 1, "K:fence", int64(42)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,15 +74,22 @@ func TestPermanent(t *testing.T) {
 	require.False(t, ok)
 }
 
-// TestRunIDCheckFailsFirst: the restart guard's INFO runs before any write
-// in both acquire scripts, and a refusal answers NOGUARD instead of raising
-// (so the node writes nothing and the error names the option).
-func TestRunIDCheckFailsFirst(t *testing.T) {
-	for name, src := range map[string]string{"acquire": acquireSrc, "acquire fenced": acquireFencedSrc} {
-		info := strings.Index(src, "redis.pcall('INFO', 'server')")
-		write := strings.Index(src, "redis.call('SET'")
-		require.Positive(t, info, name)
-		require.Less(t, info, write, "%s: INFO must run before the first write", name)
-		require.Contains(t, src, "redis.error_reply('NOGUARD", name)
+// TestRunID reads the run_id of INFO server replies, and finds none where
+// there is none.
+func TestRunID(t *testing.T) {
+	for _, tc := range []struct {
+		name, info, want string
+		ok               bool
+	}{
+		{"redis 7", "# Server\r\nredis_version:7.0.15\r\nrun_id:3f1c0a9e2b\r\ntcp_port:6379\r\n", "3f1c0a9e2b", true},
+		{"last line", "# Server\r\nrun_id:ab12", "ab12", true},
+		{"absent", "# Clients\r\nconnected_clients:1\r\n", "", false},
+		{"empty", "run_id:\r\n", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, ok := runID(tc.info)
+			assert.Equal(t, tc.want, id)
+			assert.Equal(t, tc.ok, ok)
+		})
 	}
 }

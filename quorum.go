@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -35,56 +34,6 @@ type reply struct {
 	r result
 }
 
-// workerIdle is how long an idle worker waits for another call.
-const workerIdle = time.Second
-
-// workers runs node calls on goroutines kept for reuse. A fresh goroutine
-// starts with a small stack and grows it, by copying, through go-redis's deep
-// call chain on every call: runtime.copystack was 9% of the client's CPU in
-// the throughput benchmark (bench/, 32 goroutines on 5 nodes). Idle workers
-// exit after workerIdle, and after their call once done is closed.
-type workers struct {
-	jobs    chan func()     // unbuffered: a send succeeds only when a worker is idle
-	done    <-chan struct{} // the Client's closed channel; nil never closes
-	started atomic.Int64    // goroutines started, for tests
-}
-
-func newWorkers(done <-chan struct{}) *workers {
-	return &workers{jobs: make(chan func()), done: done}
-}
-
-// run calls f on an idle worker, or on a new one.
-func (w *workers) run(f func()) {
-	select {
-	case w.jobs <- f:
-	default:
-		w.started.Add(1)
-		go w.work(f)
-	}
-}
-
-func (w *workers) work(f func()) {
-	f()
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
-	for {
-		select {
-		case <-w.done:
-			return
-		default:
-		}
-		select {
-		case f = <-w.jobs:
-			f()
-			idle.Reset(workerIdle)
-		case <-idle.C:
-			return
-		case <-w.done:
-			return
-		}
-	}
-}
-
 // request is one round to send: an op, the nodes to send it to, and when
 // the round is decided.
 type request struct {
@@ -101,18 +50,31 @@ type request struct {
 	timed bool // record each reply's latency, for observers
 }
 
-// round is one request sent to every node at once. Each node call runs on
-// a worker and reports on a buffered channel, so a node that never answers
-// cannot block anyone; fanOut stops waiting for it at the round's deadline
-// whether or not the client honours context deadlines (go-redis ignores
-// them on reads unless ContextTimeoutEnabled is set).
+// round is one request sent to every node at once. Each node reports on a
+// buffered channel (see deliver), so a node that never answers cannot block
+// anyone; fanOut stops waiting for it at the round's deadline whether or
+// not the client honours context deadlines (go-redis ignores them on reads
+// unless ContextTimeoutEnabled is set).
 type round struct {
 	results []result        // by node index
 	latency []time.Duration // by node index, when timed: from the start of the round to the reply
 	tally   tally
 	pending int // calls still running when fanOut returned
 	replies chan reply
-	cancel  context.CancelFunc
+	judge   func(i int, r result) result // request.judge
+}
+
+// deliver is how node i hands over its result, exactly once, from whatever
+// goroutine it answers on. It never blocks.
+func (r *round) deliver(i int, res result) {
+	res.answered = true
+	if res.status == statusFailed && res.err == nil {
+		res.err = errNoResult
+	}
+	if r.judge != nil {
+		res = r.judge(i, res)
+	}
+	r.replies <- reply{i, res}
 }
 
 // fanOut sends req.op to every node of req concurrently, each call bounded
@@ -121,42 +83,49 @@ type round struct {
 // Nodes that have not replied by then are recorded as not answered, with
 // the reason. The caller must pass the round to finish, which takes care
 // of the calls still running.
-func (w *workers) fanOut(ctx context.Context, req request) *round {
+//
+// The round's deadline travels with each call as a time, not as a context
+// of its own: a node drops a call whose deadline passed before it could be
+// sent (see stream), and a derived context would cost the round 4 heap
+// allocations.
+func fanOut(ctx context.Context, req request) *round {
 	n := len(req.nodes)
-	var start time.Time
-	if req.timed {
-		start = time.Now()
-	}
+	start := time.Now()
 	req.op.encode()
-	rctx, cancel := context.WithTimeout(ctx, req.timeout)
 	r := &round{
 		results: make([]result, n),
 		tally:   tally{n: n, need: req.need},
 		pending: n,
 		replies: make(chan reply, n),
-		cancel:  cancel,
+		judge:   req.judge,
 	}
 	if req.timed {
 		r.latency = make([]time.Duration, n)
 	}
-	for i := range req.nodes {
-		w.run(func() {
-			res := req.nodes[i].do(rctx, req.op)
-			res.answered = true
-			if res.status == statusFailed && res.err == nil {
-				res.err = errNoResult
-			}
-			if req.judge != nil {
-				res = req.judge(i, res)
-			}
-			r.replies <- reply{i, res}
-		})
+	deadline := start.Add(req.timeout)
+	for i, nd := range req.nodes {
+		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r})
 	}
+	var expired <-chan time.Time
 	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) {
+		if expired == nil {
+			select { // replies already in need no timer
+			case x := <-r.replies:
+				r.record(x, start)
+				continue
+			default:
+			}
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case x := <-r.replies:
 			r.record(x, start)
-		case <-rctx.Done():
+		case <-expired:
+			r.timeOut(ctx, req.timeout)
+			return r
+		case <-ctx.Done():
 			r.timeOut(ctx, req.timeout)
 			return r
 		}
@@ -199,11 +168,9 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 // returned. late may be nil.
 func (r *round) finish(wg *sync.WaitGroup, late func(i int, res result)) {
 	if r.pending == 0 {
-		r.cancel()
 		return
 	}
 	wg.Go(func() {
-		defer r.cancel()
 		for range r.pending {
 			x := <-r.replies
 			if late != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -178,37 +177,6 @@ func TestNodeTimeout(t *testing.T) {
 	})
 }
 
-// TestWorkersReused: node calls run on goroutines kept for reuse; an idle
-// one exits after workerIdle, and all exit once the Client is closed.
-func TestWorkersReused(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		opt := goleak.IgnoreCurrent()
-		done := make(chan struct{})
-		w := newWorkers(done)
-		call := func() {
-			ran := make(chan struct{})
-			w.run(func() { close(ran) })
-			<-ran
-			synctest.Wait() // the worker is back to waiting
-		}
-		for range 100 {
-			call()
-		}
-		require.EqualValues(t, 1, w.started.Load(), "100 calls one after the other")
-		time.Sleep(workerIdle - time.Nanosecond)
-		call()
-		require.EqualValues(t, 1, w.started.Load(), "a call just before the idle limit")
-		time.Sleep(workerIdle)
-		call()
-		require.EqualValues(t, 2, w.started.Load(), "a call after the idle limit starts a new worker")
-		close(done)
-		synctest.Wait()
-		goleak.VerifyNone(t, opt)
-		call() // after close: still runs, on a goroutine that then exits
-		goleak.VerifyNone(t, opt)
-	})
-}
-
 // errgroupFanOut is the plain design the project card names: one goroutine
 // per node under errgroup, each call bounded by the node timeout, and the
 // outcome counted once every node has answered. It lives here only for
@@ -221,7 +189,9 @@ func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Du
 		g.Go(func() error {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			results[i] = n.do(cctx, o)
+			results[i] = n.(interface {
+				do(context.Context, *op) result
+			}).do(cctx, o)
 			return nil
 		})
 	}
@@ -242,14 +212,20 @@ func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Du
 type hungNode struct{}
 
 func (hungNode) do(ctx context.Context, _ *op) result { <-ctx.Done(); return result{err: ctx.Err()} }
-func (hungNode) name() string                         { return "hung" }
-func (hungNode) multiShard() bool                     { return false }
+func (h hungNode) start(c call) {
+	go func() {
+		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+		defer cancel()
+		c.r.deliver(c.i, h.do(ctx, c.o))
+	}()
+}
+func (hungNode) name() string { return "hung" }
 func (hungNode) watch(string, func(string, string)) func() {
 	return func() {}
 }
 
-// BenchmarkFanOut compares the library's fan-out (reused workers; decided
-// at a majority, stragglers handed to a tracked goroutine) with an errgroup
+// BenchmarkFanOut compares the library's fan-out (decided at a majority,
+// stragglers handed to a tracked goroutine) with an errgroup
 // fan-out (a goroutine per node per round; decided when every node has
 // answered), over 5 in-memory nodes: an acquire round and a release round
 // per op, healthy and with one node hung. round-p99-ns is the acquire
@@ -257,7 +233,7 @@ func (hungNode) watch(string, func(string, string)) func() {
 func BenchmarkFanOut(b *testing.B) {
 	const timeout = 5 * time.Millisecond
 	for _, hung := range []bool{false, true} {
-		for _, design := range []string{"workers", "errgroup"} {
+		for _, design := range []string{"library", "errgroup"} {
 			b.Run(fmt.Sprintf("hung=%v/design=%s", hung, design), func(b *testing.B) {
 				fakes := newFakeNodes(5)
 				nodes := make([]node, 5)
@@ -267,9 +243,6 @@ func BenchmarkFanOut(b *testing.B) {
 				if hung {
 					nodes[4] = hungNode{}
 				}
-				done := make(chan struct{})
-				defer close(done)
-				w := newWorkers(done)
 				var bg sync.WaitGroup
 				defer bg.Wait()
 				ctx := context.Background()
@@ -281,12 +254,12 @@ func BenchmarkFanOut(b *testing.B) {
 					rel := newOp(opRelease, "redlock:{k}", "tok", "", 0)
 					start := time.Now()
 					var won bool
-					if design == "workers" {
-						r := w.fanOut(ctx, request{op: acq, nodes: nodes, need: 3, timeout: timeout, stop: tally.decided})
+					if design == "library" {
+						r := fanOut(ctx, request{op: acq, nodes: nodes, need: 3, timeout: timeout, stop: tally.decided})
 						won = r.tally.won()
 						lat = append(lat, time.Since(start))
 						r.finish(&bg, nil)
-						w.fanOut(ctx, request{op: rel, nodes: nodes, need: 3, timeout: timeout}).finish(&bg, nil)
+						fanOut(ctx, request{op: rel, nodes: nodes, need: 3, timeout: timeout}).finish(&bg, nil)
 					} else {
 						won = errgroupFanOut(ctx, nodes, 3, timeout, acq).won()
 						lat = append(lat, time.Since(start))

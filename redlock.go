@@ -19,8 +19,7 @@ import (
 type Client struct {
 	nodes []node
 	cfg   config
-	bg    sync.WaitGroup           // goroutines waiting for late replies
-	work  *workers                 // goroutines that make the node calls
+	bg    sync.WaitGroup           // goroutines waiting for late replies, and the nodes' stream writers
 	hand  handoff                  // waiters and release notices
 	guard *restartGuard            // nil when off
 	judge func(int, result) result // guard.check, bound once; nil when off
@@ -55,8 +54,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 			seen[k] = i
 		}
-		_, cluster := cl.(*redis.ClusterClient)
-		nodes[i] = &redisNode{client: cl, addr: name, index: i, cluster: cluster}
+		nodes[i] = &redisNode{client: cl, addr: name, stream: newStream(cl, i)}
 	}
 	return newClient(nodes, opts)
 }
@@ -84,14 +82,14 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		cfg.guard = cfg.lock.ttl
 	}
 	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
-	c.work = newWorkers(c.closed)
 	c.hand.init(c)
-	if cfg.guard > 0 {
-		multi := make([]bool, len(nodes))
-		for i, n := range nodes {
-			multi[i] = n.multiShard()
+	for _, n := range nodes {
+		if rn, ok := n.(*redisNode); ok {
+			rn.stream.bind(c.closed, &c.bg, cfg.guard > 0)
 		}
-		c.guard = newRestartGuard(cfg.guard, multi)
+	}
+	if cfg.guard > 0 {
+		c.guard = newRestartGuard(cfg.guard, len(nodes))
 		c.judge = c.guard.check
 	}
 	return c, nil
@@ -131,14 +129,14 @@ func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 	return ttl / nodeTimeoutDivisor
 }
 
-// send runs one round of req on the Client's workers: on every node of the
-// Client unless req names nodes, timed when an observer listens.
+// send runs one round of req: on every node of the Client unless req names
+// nodes, timed when an observer listens.
 func (c *Client) send(ctx context.Context, req request) *round {
 	if req.nodes == nil {
 		req.nodes = c.nodes
 	}
 	req.timed = c.observing()
-	return c.work.fanOut(ctx, req)
+	return fanOut(ctx, req)
 }
 
 func (c *Client) checkOpen() error {

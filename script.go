@@ -21,52 +21,25 @@ import (
 // The scripts. Each takes the lock key as KEYS[1].
 
 // acquireSrc takes the lock or re-enters it.
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] known run_ids
-// (see runIDCheck).
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms.
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
 // refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
 // holder's token lets a waiter tell a holder with a majority from a split
 // vote; it never leaves the library.
-const acquireSrc = runIDCheck + `
+const acquireSrc = `
 local v = redis.call('GET', KEYS[1])
 if not v then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return reply(1)
+	return 1
 end
 if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-	return reply(2)
+	return 2
 end
 local nul = string.find(v, '\0', 1, true)
 if nul then v = string.sub(v, 1, nul - 1) end
-return reply({-1 - redis.call('PTTL', KEYS[1]), v})
-`
-
-// runIDCheck starts the acquire scripts, for the restart guard: it defines
-// reply, which every exit goes through. The last ARGV lists the run_ids the
-// client knows; empty, the guard is off. If the node's run_id is among them
-// the reply is unchanged, so the common case costs an INFO server call but
-// no larger reply; if not (first contact, or the node restarted), the reply
-// is wrapped: {'runid', run_id, reply}. INFO runs before anything is
-// written. A node that cannot run it there (an ACL user without +info,
-// miniredis, some proxies) answers a NOGUARD error and writes nothing:
-// see permanent.
-const runIDCheck = `
-local newid
-if ARGV[#ARGV] ~= '' then
-	local info = redis.pcall('INFO', 'server')
-	if type(info) ~= 'string' then
-		local why = type(info) == 'table' and info.err or tostring(info)
-		return redis.error_reply('NOGUARD redlock: the restart guard needs INFO server inside scripts, and this node refused it: ' .. why)
-	end
-	local id = string.match(info, 'run_id:(%x+)')
-	if not (id and string.find(ARGV[#ARGV], id, 1, true)) then newid = id or '' end
-end
-local function reply(r)
-	if newid then return {'runid', newid, r} end
-	return r
-end
+return {-1 - redis.call('PTTL', KEYS[1]), v}
 `
 
 // extendSrc resets the TTL of a key we hold; it never re-creates one.
@@ -107,10 +80,10 @@ return 1
 // never coincide. The counter is checked before anything is written (a script
 // that fails half-way keeps its writes).
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
-// modulus, ARGV[6] known run_ids (see runIDCheck).
+// modulus.
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-const acquireFencedSrc = runIDCheck + `
+const acquireFencedSrc = `
 local v = redis.call('GET', KEYS[1])
 local code = 1
 if v then
@@ -119,7 +92,7 @@ if v then
 	else
 		local nul = string.find(v, '\0', 1, true)
 		if nul then v = string.sub(v, 1, nul - 1) end
-		return reply({-1 - redis.call('PTTL', KEYS[1]), v})
+		return {-1 - redis.call('PTTL', KEYS[1]), v}
 	end
 end
 local c = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -133,7 +106,7 @@ if f >= 9007199254740992 then
 end
 redis.call('SET', KEYS[2], string.format('%.0f', f))
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return reply({code, f})
+return {code, f}
 `
 
 // fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
@@ -199,14 +172,13 @@ type op struct {
 	ttl               time.Duration // TTL, or cooldown for release
 	fence             int64         // opFenceWrite: the token to write back
 	quiet             bool          // opRelease: publish no notice
-	knownIDs          any           // acquire ops: the run_ids the Client knows, boxed once (restartGuard.known); "" with the guard off
 
-	argv [11]any // EVALSHA sha numkeys keys… args…, built by encode
+	argv [10]any // EVALSHA sha numkeys keys… args…, built by encode
 	argc int
 }
 
 func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
-	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl, knownIDs: ""}
+	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
 }
 
 // newFenceWrite prepares the write-back of fencing token t for key.
@@ -225,7 +197,7 @@ func (o *op) encode() {
 	}
 	switch o.kind {
 	case opAcquire:
-		set(1, o.key, o.token, o.value, ms, o.knownIDs)
+		set(1, o.key, o.token, o.value, ms)
 	case opExtend:
 		set(1, o.key, o.token, ms)
 	case opRelease:
@@ -237,7 +209,7 @@ func (o *op) encode() {
 	case opInspect:
 		set(2, o.key, fenceKey(o.key))
 	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
-		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.knownIDs)
+		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus)
 	case opFenceWrite:
 		set(1, fenceKey(o.key), o.fence)
 	}

@@ -1,0 +1,389 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file is one node's command stream: how the scripts of node.go leave
+// for the node. The commands that concurrent rounds send to one node leave
+// in one pipelined write, in the order they were queued, and the replies
+// are matched back by position. One writer goroutine per node has one
+// pipeline in flight at a time; a batch is whatever queued while the
+// previous one was in flight, so a lone call leaves at once, with no added
+// delay, and calls that arrive together share one write and one read system
+// call on each side. Because one node's commands leave in queue order on one
+// connection, a release can never overtake that node's acquire.
+//
+// Nothing is sent twice: every command is marked no-retry (see noRetry),
+// and go-redis does not retry a pipeline that holds one. A call whose
+// context ended while it was queued (its round's deadline passed, behind a
+// node that hangs) is dropped, not sent: it is answered with errNotSent and
+// can have left nothing on the node.
+
+// streamIdle is how long an idle writer waits for more calls before it
+// ends (and gives its connection back to the go-redis pool).
+const streamIdle = time.Second
+
+// streamConnAge is how long a stream keeps one connection before it gives
+// it back to the go-redis pool and takes one again (and so asks the run_id
+// again). go-redis peeks at the socket of a connection that has been out of
+// its pool for 5 s before and after every use, at 3 allocations a peek;
+// a connection handed back and taken again within that is not peeked.
+const streamConnAge = 4 * time.Second
+
+// errNotSent: a call's context ended while it waited for its node's stream.
+var errNotSent = errors.New("not sent")
+
+// call is one node call: op o for round r, in which the node has index i,
+// to be sent before deadline and while ctx lasts.
+type call struct {
+	ctx      context.Context
+	deadline time.Time
+	o        *op
+	i        int
+	r        *round
+}
+
+// ended reports whether the call may no longer be sent.
+func (c *call) ended() bool { return c.ctx.Err() != nil || !time.Now().Before(c.deadline) }
+
+// notSent is the error of a call that ended before it was sent.
+func (c *call) notSent() error {
+	err := c.ctx.Err()
+	if err == nil {
+		err = context.DeadlineExceeded
+	}
+	return fmt.Errorf("%w: %w", errNotSent, err)
+}
+
+// stream is one node's ordered, batched command stream.
+type stream struct {
+	client redis.UniversalClient
+	index  int  // the node's index, for the fenced acquire's residue
+	guard  bool // learn each connection's run_id for the restart guard
+	done   <-chan struct{}
+	wg     *sync.WaitGroup // the Client's: writers end before Close returns
+
+	mu      sync.Mutex
+	queue   []call
+	spare   []call        // the last batch's slice, for reuse
+	running bool          // a writer goroutine exists
+	pruneAt int           // the queue length at which enqueue prunes ended calls
+	wake    chan struct{} // tells a waiting writer that calls are queued
+
+	// The writer's own state.
+	conn   *redis.Conn     // a standalone or Sentinel node's connection for the stream; nil until needed
+	connAt time.Time       // when conn was taken
+	pipe   redis.Pipeliner // conn's pipeline, reused
+	runID  string          // the run_id of the server at the other end of conn; "" not known
+	cmds   []*redis.Cmd    // by position in the batch; nil for a call not sent
+}
+
+func newStream(client redis.UniversalClient, index int) *stream {
+	return &stream{client: client, index: index, wake: make(chan struct{}, 1), pruneAt: minPrune}
+}
+
+// bind ties the stream to its Client: writers end once done is closed and
+// their queue is empty, and wg tracks them.
+func (s *stream) bind(done <-chan struct{}, wg *sync.WaitGroup, guard bool) {
+	s.done, s.wg, s.guard = done, wg, guard
+}
+
+// enqueue queues a call and makes sure a writer will send it.
+func (s *stream) enqueue(c call) {
+	s.mu.Lock()
+	ended := s.prune()
+	s.queue = append(s.queue, c)
+	start := !s.running
+	s.running = true
+	s.mu.Unlock()
+	for i := range ended {
+		ended[i].r.deliver(ended[i].i, result{err: ended[i].notSent()})
+	}
+	if start {
+		s.wg.Add(1)
+		go s.write()
+		return
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// prune takes the calls that ended out of a queue that has grown past
+// pruneAt, and returns them for answering. A writer stuck on a node that
+// does not answer (frozen, partitioned, with go-redis's read timeout
+// turned off) would otherwise keep every call queued behind it, and the
+// rounds they belong to, for as long as it is stuck. Pruning only when the
+// queue has doubled keeps the cost of an enqueue constant on average.
+// Callers hold s.mu.
+func (s *stream) prune() []call {
+	if len(s.queue) < s.pruneAt {
+		return nil
+	}
+	var ended []call
+	live := s.queue[:0]
+	for _, c := range s.queue {
+		if c.ended() {
+			ended = append(ended, c)
+		} else {
+			live = append(live, c)
+		}
+	}
+	clear(s.queue[len(live):])
+	s.queue = live
+	s.pruneAt = max(minPrune, 2*len(live))
+	return ended
+}
+
+// minPrune is the queue length below which a stream does not prune.
+const minPrune = 64
+
+// write is the writer goroutine: it sends batches until the stream has been
+// idle for streamIdle, or the Client is closed and nothing is queued.
+func (s *stream) write() {
+	defer s.wg.Done()
+	idle := time.NewTimer(streamIdle)
+	defer idle.Stop()
+	for {
+		if batch := s.take(); batch != nil {
+			s.send(batch)
+			s.recycle(batch)
+			idle.Reset(streamIdle)
+			continue
+		}
+		select {
+		case <-s.wake:
+			continue
+		case <-idle.C:
+		case <-s.done:
+		}
+		s.hangUp() // before quit: a writer started after it owns the stream
+		if s.quit() {
+			return
+		}
+	}
+}
+
+// take returns the queued calls, or nil when there are none.
+func (s *stream) take() []call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return nil
+	}
+	batch := s.queue
+	s.queue, s.spare = s.spare[:0], nil
+	return batch
+}
+
+// recycle keeps a sent batch's slice for the next queue.
+func (s *stream) recycle(batch []call) {
+	clear(batch)
+	s.mu.Lock()
+	s.spare = batch[:0]
+	s.mu.Unlock()
+}
+
+// quit ends the writer unless calls were queued meanwhile.
+func (s *stream) quit() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) > 0 {
+		return false
+	}
+	s.running = false
+	return true
+}
+
+// hangUp gives the stream's connection back to the pool (or drops it, when
+// it failed), so that the next batch starts on a fresh one.
+func (s *stream) hangUp() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
+	s.conn, s.pipe, s.runID = nil, nil, ""
+}
+
+// send sends one batch as one pipeline and delivers every call's result.
+func (s *stream) send(batch []call) {
+	ctx := context.Background() // each call's own deadline was checked; go-redis's timeouts bound the I/O
+	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
+	defer clear(s.cmds)
+	connErr, guardErr := s.prepare(ctx, batch)
+	for j := range batch {
+		c := &batch[j]
+		var err error
+		switch {
+		case c.ended():
+			err = c.notSent()
+		case connErr != nil:
+			err = connErr
+		case guardErr != nil && isAcquire(c.o.kind):
+			err = guardErr // not sent: the node cannot be guarded
+		}
+		if err != nil {
+			c.r.deliver(c.i, result{err: err})
+			continue
+		}
+		s.cmds[j] = redis.NewCmd(ctx, c.o.nodeArgs(s.index)...)
+	}
+	s.run(ctx)
+	s.evalMissing(ctx, batch)
+	broken := false
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil {
+			continue
+		}
+		if err := cmd.Err(); err != nil && !isReply(err) {
+			broken = true
+		}
+		res := decode(c.o.kind, cmd)
+		if isAcquire(c.o.kind) {
+			res.runID = s.runID
+		}
+		c.r.deliver(c.i, res)
+	}
+	if broken && s.conn != nil {
+		s.hangUp() // the next batch dials afresh and asks the run_id again
+	}
+}
+
+// run sends the commands of s.cmds: a lone one as a plain command (the same
+// bytes on the wire; go-redis's pipeline costs it 3 allocations more),
+// several as one pipeline.
+func (s *stream) run(ctx context.Context) {
+	var lone *redis.Cmd
+	n := 0
+	for _, cmd := range s.cmds {
+		if cmd != nil {
+			lone = cmd
+			n++
+		}
+	}
+	switch {
+	case n == 1 && s.conn != nil:
+		_ = s.conn.Process(ctx, noRetry{lone})
+	case n == 1:
+		_ = s.client.Process(ctx, noRetry{lone})
+	case n > 1:
+		pipe := s.pipe
+		if s.conn == nil {
+			pipe = s.client.Pipeline()
+		}
+		for _, cmd := range s.cmds {
+			if cmd != nil {
+				_ = pipe.Process(ctx, noRetry{cmd})
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+}
+
+// prepare readies the stream for a batch. A standalone or Sentinel node's
+// stream sends on a connection of its own (see streamConnAge), on which it
+// learns the server's run_id once, before the first acquire it carries; a
+// Cluster's (or any other client's) sends through the client, batched per
+// shard. connErr: no connection could be had, and nothing is sent;
+// guardErr: the restart guard cannot work on this node, and acquires are
+// not sent.
+func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr error) {
+	cl, ok := s.client.(*redis.Client)
+	if !ok {
+		return nil, nil
+	}
+	if s.conn != nil && time.Since(s.connAt) >= streamConnAge {
+		s.hangUp()
+	}
+	if s.conn == nil {
+		// A round trip on the pool first: it dials when the pool has no
+		// idle connection, and hands the connection back, which go-redis
+		// notes, so that the connection taken next (the pool's most
+		// recently used) is not peeked at for 5 s.
+		ping := redis.NewCmd(ctx, "ping")
+		if err := cl.Process(ctx, noRetry{ping}); err != nil {
+			return err, nil
+		}
+		s.conn, s.connAt = cl.Conn(), time.Now()
+		s.pipe = s.conn.Pipeline()
+	}
+	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c call) bool { return isAcquire(c.o.kind) }) {
+		return nil, nil
+	}
+	info, err := s.conn.Info(ctx, "server").Result()
+	switch {
+	case err != nil && !isReply(err):
+		s.hangUp()
+		return err, nil
+	case err != nil:
+		return nil, fmt.Errorf("NOGUARD redlock: the restart guard needs INFO server, and this node refused it: %w", err)
+	}
+	id, ok := runID(info)
+	if !ok {
+		return nil, errors.New("NOGUARD redlock: the restart guard needs the node's run_id, and INFO server reports none")
+	}
+	s.runID = id
+	return nil, nil
+}
+
+// runID reads the run_id field of an INFO server reply.
+func runID(info string) (string, bool) {
+	_, rest, ok := strings.Cut(info, "run_id:")
+	if !ok {
+		return "", false
+	}
+	id, _, _ := strings.Cut(rest, "\r\n")
+	id = strings.TrimSpace(id)
+	return id, id != ""
+}
+
+// evalMissing sends again, as EVAL (which also caches the script), the calls
+// the node answered NOSCRIPT, e.g. after SCRIPT FLUSH: such a call did not
+// run, so sending it is not a replay. The others are left out of this
+// second round.
+func (s *stream) evalMissing(ctx context.Context, batch []call) {
+	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && isNoScript(cmd.Err()) }) {
+		return
+	}
+	done := slices.Clone(s.cmds)
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil || !isNoScript(cmd.Err()) {
+			s.cmds[j] = nil
+			continue
+		}
+		argv := slices.Clone(c.o.nodeArgs(s.index))
+		argv[0], argv[1] = "eval", scripts[c.o.kind].src
+		s.cmds[j] = redis.NewCmd(ctx, argv...)
+	}
+	s.run(ctx)
+	for j, cmd := range done {
+		if s.cmds[j] == nil {
+			s.cmds[j] = cmd
+		}
+	}
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// isReply reports whether err is the node's answer (an error reply), as
+// opposed to a failure of the connection, after which the connection is
+// not trusted further.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+func isAcquire(k opKind) bool { return k == opAcquire || k == opAcquireFenced }
