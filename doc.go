@@ -63,8 +63,8 @@
 // MaxRetries does not matter to it. A node may also be a Redis Cluster
 // client (one vote) or a Sentinel failover client; docs/operations.md
 // covers their caveats, persistence, the ACL rule a lock user needs, and
-// TLS. For unit tests on miniredis, which cannot run the restart guard's
-// INFO inside scripts, pass [WithRestartGuard](0).
+// TLS. For unit tests on miniredis, which has no run_id for the restart
+// guard, pass [WithRestartGuard](0).
 //
 // # Usage
 //

@@ -277,12 +277,14 @@ func WithFencing() Option {
 // test servers. The default is on, with the Client's default TTL as the
 // period. It applies to New.
 //
-// The guard costs each acquire an INFO call on the node, inside the
-// acquire script. A server that cannot run INFO server there (an ACL user
-// without +info, miniredis, some proxies) fails the acquisition at once
-// with ErrUnusable, naming this option. A restart that happens before this
-// Client first hears from the node goes unnoticed, and a Redis Cluster
-// node is not guarded (its shards have run_ids of their own).
+// The guard asks each node INFO server once per connection, before the
+// first acquire sent on it (a restart closes every connection). A server
+// that cannot answer it with a run_id (an ACL user without +info,
+// miniredis) fails the acquisition at once with ErrUnusable, naming this
+// option. A restart that happens before this Client first hears from the
+// node goes unnoticed, so does one hidden by a proxy that keeps the
+// client's connection open, and a Redis Cluster node is not guarded (its
+// shards have run_ids of their own).
 func WithRestartGuard(period time.Duration) Option {
 	return clientOption("WithRestartGuard", func(c *config) error {
 		if period < 0 || period > maxTTL {
