@@ -69,8 +69,11 @@ type stream struct {
 	client redis.UniversalClient
 	index  int  // the node's index, for the fenced acquire's residue
 	guard  bool // learn each connection's run_id for the restart guard
-	done   <-chan struct{}
-	wg     *sync.WaitGroup // the Client's: writers end before Close returns
+	// ctxTimeout: the client has ContextTimeoutEnabled, so a batch's
+	// context deadline bounds its reads.
+	ctxTimeout bool
+	done       <-chan struct{}
+	wg         *sync.WaitGroup // the Client's: writers end before Close returns
 
 	mu      sync.Mutex
 	queue   []call
@@ -88,7 +91,14 @@ type stream struct {
 }
 
 func newStream(client redis.UniversalClient, index int) *stream {
-	return &stream{client: client, index: index, wake: make(chan struct{}, 1), pruneAt: minPrune}
+	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), pruneAt: minPrune}
+	switch cl := client.(type) {
+	case *redis.Client:
+		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
+	}
+	return s
 }
 
 // bind ties the stream to its Client: writers end once done is closed and
@@ -216,7 +226,22 @@ func (s *stream) hangUp() {
 
 // send sends one batch as one pipeline and delivers every call's result.
 func (s *stream) send(batch []call) {
-	ctx := context.Background() // each call's own deadline was checked; go-redis's timeouts bound the I/O
+	// Each call's own deadline was checked; go-redis's timeouts bound the
+	// I/O, or, for a client with ContextTimeoutEnabled, the batch's latest
+	// deadline: a node that stops answering then holds the stream no
+	// longer than its calls would wait.
+	ctx := context.Background()
+	if s.ctxTimeout {
+		var latest time.Time
+		for i := range batch {
+			if batch[i].deadline.After(latest) {
+				latest = batch[i].deadline
+			}
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
 	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
 	defer clear(s.cmds)
 	connErr, guardErr := s.prepare(ctx, batch)

@@ -203,3 +203,27 @@ func TestRunIDAskedOncePerConnection(t *testing.T) {
 	t.Logf("INFO server asked %d times in %d acquires", asked, cycles)
 	require.Less(t, asked, int64(cycles/10))
 }
+
+// TestStreamGivesUpAtDeadline: with ContextTimeoutEnabled, a node that stops
+// answering holds its stream no longer than the calls on the wire would
+// wait, even when go-redis's read timeout is off: Close, which waits for the
+// streams' writers, returns without error while the node is still frozen.
+func TestStreamGivesUpAtDeadline(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	patient := func(o *redis.Options) { o.ReadTimeout, o.ContextTimeoutEnabled = -1, true }
+	c, err := redlock.New(Clients(t, nodes, patient), redlock.WithNodeTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	warm(t, c)
+	nodes[2].Pause(t)
+	t.Cleanup(func() { nodes[2].Resume(t) })
+	for range 3 {
+		l, err := c.Lock(t.Context(), key)
+		require.NoError(t, err)
+		require.NoError(t, l.Unlock(t.Context()))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, c.Close(ctx), "a writer stayed stuck on the frozen node")
+}
