@@ -39,8 +39,15 @@ type fakeNode struct {
 	releaseErrs []error // ctx.Err() seen by each release call
 	extends     atomic.Int32
 	noNotices   bool // releases publish nothing
-	watchers    map[int]func(channel, payload string)
-	nextWatcher int
+	// hold, if set, is called before every op, and may block it: a test
+	// builds its schedule with it. Set it before the node is used.
+	hold func(o *op)
+	// lenientWriteBack acknowledges fence write-backs whatever token holds
+	// the key, as the write-back did before 2026-11-23: for the canary that
+	// shows why it must not.
+	lenientWriteBack bool
+	watchers         map[int]func(channel, payload string)
+	nextWatcher      int
 }
 
 func (n *fakeNode) watch(_ string, deliver func(channel, payload string)) (stop func()) {
@@ -160,13 +167,16 @@ func (n *fakeNode) value(key string) (string, bool) {
 }
 
 func (n *fakeNode) do(ctx context.Context, o *op) result {
+	if n.hold != nil {
+		n.hold(o)
+	}
 	switch o.kind {
 	case opAcquire:
 		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl))
 	case opAcquireFenced:
-		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl))
+		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl, o.fence))
 	case opFenceWrite:
-		return n.fenceWrite(o.key, o.fence)
+		return n.fenceWrite(o.key, o.token, o.fence)
 	case opExtend:
 		return n.extend(o.key, o.token, o.ttl)
 	case opRelease:
@@ -193,9 +203,10 @@ func (n *fakeNode) restart() {
 	n.keys = map[string]fakeEntry{}
 }
 
-// acquireFenced is acquireFencedSrc: acquire, and on a grant advance the
-// fence counter to the next value ≡ the node's index (mod 64).
-func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration) result {
+// acquireFenced is acquireFencedSrc: acquire, and on a grant set the fence
+// counter to the proposal when that is larger, or else advance it to the
+// next value ≡ the node's index (mod 64).
+func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, proposal int64) result {
 	n.fenceMu.Lock() // one script at a time, like Redis
 	defer n.fenceMu.Unlock()
 	n.mu.Lock()
@@ -207,7 +218,10 @@ func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration) re
 		}
 		return result{err: errors.New("FENCE redlock: fence counter is not a whole number")}
 	}
-	f := c + ((int64(n.index)-c-1)%fenceModulus+fenceModulus)%fenceModulus + 1
+	f := proposal
+	if f <= c {
+		f = c + ((int64(n.index)-c-1)%fenceModulus+fenceModulus)%fenceModulus + 1
+	}
 	if f >= maxFence {
 		if err := n.enter(); err != nil {
 			return result{err: err}
@@ -222,9 +236,10 @@ func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration) re
 	return res
 }
 
-// fenceWrite is fenceWriteSrc: counter = max(counter, t), acknowledged if it
-// was ≤ t.
-func (n *fakeNode) fenceWrite(key string, t int64) result {
+// fenceWrite is fenceWriteSrc: counter = max(counter, t), acknowledged
+// where no other token holds the key and the counter was below t, or equal
+// to it with our key there.
+func (n *fakeNode) fenceWrite(key, token string, t int64) result {
 	n.fenceMu.Lock()
 	defer n.fenceMu.Unlock()
 	if err := n.enter(); err != nil {
@@ -232,11 +247,19 @@ func (n *fakeNode) fenceWrite(key string, t int64) result {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	e, held := n.get(key)
+	ours := held && owns(e.value, token)
+	if n.lenientWriteBack {
+		held, ours = false, true
+	}
+	if held && !ours {
+		return result{status: statusHeld}
+	}
 	c, ok := n.counter(fenceKey(key))
 	switch {
 	case !ok:
 		return result{err: errors.New("FENCE redlock: fence counter is not a whole number")}
-	case c > t:
+	case c > t, c == t && !ours:
 		return result{err: errLargerFence}
 	}
 	n.keys[fenceKey(key)] = fakeEntry{value: fmt.Sprint(t)}

@@ -141,12 +141,15 @@ func TestFencingBadCounter(t *testing.T) {
 	}
 }
 
-// TestFencingCountsAgainstValidity: the write-back round is part of the
-// acquisition's elapsed time.
+// TestFencingCountsAgainstValidity: the write-back round, when there is one,
+// is part of the acquisition's elapsed time.
 func TestFencingCountsAgainstValidity(t *testing.T) {
 	maxValidity := testTTL - testTTL/100 - 2*time.Millisecond
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
+		for _, f := range fakes { // above any proposal: the token needs the write-back
+			f.set("redlock:{k}:fence", fmt.Sprint(int64(maxFence/2)), -1)
+		}
 		fakes[0].delay = maxValidity * 6 / 10 // in the acquire and again in the write-back
 		fakes[2].setErr(errFakeDown)
 		c := newTestClient(t, fakes, WithFencing(), WithTTL(testTTL), WithNodeTimeout(time.Hour))
@@ -155,4 +158,119 @@ func TestFencingCountsAgainstValidity(t *testing.T) {
 			t.Fatalf("got %v, want a failure for lack of validity", err)
 		}
 	})
+}
+
+// gates blocks chosen ops on chosen fake nodes until opened: the ops of
+// kind k sent with token tok to node i wait for gates[{i, k, tok}].
+type gateKey struct {
+	node  int
+	kind  opKind
+	token string
+}
+
+type gates map[gateKey]chan struct{}
+
+func (g gates) install(fakes []*fakeNode) {
+	for i, f := range fakes {
+		f.hold = func(o *op) {
+			if ch, ok := g[gateKey{i, o.kind, o.token}]; ok {
+				<-ch
+			}
+		}
+	}
+}
+
+func (g gates) open(i int, k opKind, token string) {
+	close(g[gateKey{i, k, token}])
+	synctest.Wait()
+}
+
+// TestFencingWriteBackYieldsToAnotherHolder builds the schedule behind the
+// write-back's rule that a node where another token holds the key does not
+// acknowledge (docs/fencing.md). L's attempt spans E's whole tenure: L is
+// granted early on node 0 and late on nodes 1 and 4, and between the two, E
+// locks on {1, 2, 3} (its acquires to 0 and 4 are slow), writes its token
+// back and unlocks. L's proposal is
+// larger than E's (it was made later) but smaller than E's token (which a
+// node with a high counter handed out). If E's write-back could count node
+// 0, where L's key already was, nodes {0, 1, 4} would all take L's proposal
+// and L would hold the lock after E with a smaller token. With the rule, E
+// needs node 1 or 4, and its write-back there puts their counters above L's
+// proposal.
+func TestFencingWriteBackYieldsToAnotherHolder(t *testing.T) {
+	for _, lenient := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lenient=%v", lenient), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, l := writeBackSchedule(t, lenient)
+				switch {
+				case !lenient && l <= e:
+					t.Fatalf("L locked after E with token %d, E had %d", l, e)
+				case lenient && l >= e:
+					t.Fatalf("the canary's schedule did not happen: L's token %d, E's %d", l, e)
+				}
+			})
+		})
+	}
+}
+
+// writeBackSchedule runs TestFencingWriteBackYieldsToAnotherHolder's
+// schedule and returns E's and L's tokens.
+func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
+	fakes := newFakeNodes(5)
+	for _, i := range []int{2, 3} { // counters above every proposal
+		fakes[i].set("redlock:{k}:fence", "1000000000000000", -1)
+	}
+	for _, f := range fakes {
+		f.lenientWriteBack = lenient
+	}
+	g := gates{}
+	for _, i := range []int{0, 1, 4} {
+		g[gateKey{i, opFenceWrite, "E"}] = make(chan struct{})
+	}
+	g[gateKey{0, opAcquireFenced, "E"}] = make(chan struct{})
+	g[gateKey{4, opAcquireFenced, "E"}] = make(chan struct{})
+	for _, i := range []int{1, 2, 3, 4} {
+		g[gateKey{i, opAcquireFenced, "L"}] = make(chan struct{})
+	}
+	g.install(fakes)
+	opts := []Option{WithFencing(), WithTTL(time.Minute), WithNodeTimeout(time.Hour)}
+	ce, cl := newTestClient(t, fakes, opts...), newTestClient(t, fakes, opts...)
+	var eLock, lLock *Lock
+	var eErr, lErr error
+	eDone, lDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(eDone); eLock, eErr = ce.TryLock(t.Context(), "k", WithToken("E")) }()
+	synctest.Wait() // E: granted on 1, 2, 3; its write-back waits for one of 0, 1, 4
+	time.Sleep(time.Millisecond)
+	go func() { defer close(lDone); lLock, lErr = cl.TryLock(t.Context(), "k", WithToken("L")) }()
+	synctest.Wait() // L: granted on 0, with its proposal
+	g.open(0, opFenceWrite, "E")
+	select {
+	case <-eDone: // the lenient write-back counted node 0
+	default:
+		g.open(1, opFenceWrite, "E")
+		g.open(4, opFenceWrite, "E")
+		<-eDone
+	}
+	if eErr != nil {
+		t.Fatal(eErr)
+	}
+	if err := eLock.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 4, 2, 3} {
+		g.open(i, opAcquireFenced, "L")
+	}
+	<-lDone
+	if lErr != nil {
+		t.Fatal(lErr)
+	}
+	for k, ch := range g { // let the rest through
+		select {
+		case <-ch:
+		default:
+			g.open(k.node, k.kind, k.token)
+		}
+	}
+	_ = lLock.Unlock(t.Context())
+	return eLock.Fence(), lLock.Fence()
 }

@@ -172,6 +172,8 @@ func fenceWriteReply(r int64) result {
 		return result{status: statusOK}
 	case 0:
 		return result{err: errLargerFence}
+	case -1:
+		return result{status: statusHeld}
 	}
 	return result{err: fmt.Errorf("unexpected fence write-back reply %d", r)}
 }

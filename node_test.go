@@ -29,8 +29,8 @@ func TestEncode(t *testing.T) {
 		{"release, quiet", quiet, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), 0}},
 		{"release with cooldown", newOp(opRelease, "K", "tok", "", time.Minute), 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(60000), 1}},
 		{"inspect", newOp(opInspect, "K", "", "", 0), 0, []any{"evalsha", sha(opInspect), 2, "K", "K:fence"}},
-		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus}},
-		{"fence write-back", newFenceWrite("K", 42), 0, []any{"evalsha", sha(opFenceWrite), 1, "K:fence", int64(42)}},
+		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus, int64(0)}},
+		{"fence write-back", newFenceWrite("K", "tok", 42), 0, []any{"evalsha", sha(opFenceWrite), 2, "K:fence", "K", int64(42), "tok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.encode()

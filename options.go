@@ -250,9 +250,11 @@ func WithMaxHold(d time.Duration) Option {
 // ([Lock.Fence]): a number that grows with every holder, so that a resource
 // can refuse writes from a holder whose lock has passed to another (a
 // holder paused past its validity, say). Each node keeps a counter per key
-// (no TTL); the token is the largest a majority handed out, written back
-// to a majority before the lock is returned. That costs one more round
-// trip, and it is counted against the validity. A holder whose acquisition
+// (no TTL). The Client proposes a token with the acquire; when a majority
+// takes it (on an uncontended key, as a rule), that is the token, at no
+// extra cost. Otherwise the token is the largest a majority handed out,
+// written back to a majority before the lock is returned: one more round
+// trip, counted against the validity. A holder whose acquisition
 // returned before another's began has the smaller token; tokens stay below
 // 2^53 and are never shared, even by holders that overlap because timing
 // assumptions failed. All clients of a key must list the nodes in the same

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,10 +20,13 @@ import (
 type Client struct {
 	nodes []node
 	cfg   config
-	bg    sync.WaitGroup           // goroutines waiting for late replies, and the nodes' stream writers
-	hand  handoff                  // waiters and release notices
-	guard *restartGuard            // nil when off
-	judge func(int, result) result // guard.check, bound once; nil when off
+	bg    sync.WaitGroup // goroutines waiting for late replies, and the nodes' stream writers
+	hand  handoff        // waiters and release notices
+	guard *restartGuard  // nil when off
+	// proposed is the last fence proposed (propose): proposals are ≡ 63
+	// (mod 64) and grow.
+	proposed atomic.Int64
+	judge    func(int, result) result // guard.check, bound once; nil when off
 
 	mu     sync.Mutex
 	held   map[*Lock]struct{} // locks not yet released, for Close
@@ -75,8 +79,8 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		return nil, invalid("%d clients: Redlock needs at least 3 to tolerate a failure (WithAnyNodeCount allows fewer)", n)
 	case !cfg.anyCount && n%2 == 0:
 		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
-	case n > fenceModulus:
-		return nil, invalid("%d clients: at most %d", n, fenceModulus)
+	case n >= fenceModulus:
+		return nil, invalid("%d clients: at most %d", n, fenceModulus-1)
 	}
 	if !cfg.guardSet {
 		cfg.guard = cfg.lock.ttl

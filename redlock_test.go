@@ -33,12 +33,13 @@ func lockAll(t *testing.T, c *Client, key string, opts ...Option) *Lock {
 }
 
 func TestNew(t *testing.T) {
-	clients := make([]redis.UniversalClient, 5)
-	for i := range clients {
+	many := make([]redis.UniversalClient, fenceModulus)
+	for i := range many {
 		cl := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
 		t.Cleanup(func() { cl.Close() })
-		clients[i] = cl
+		many[i] = cl
 	}
+	clients := many[:5]
 	sameAddr := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { sameAddr.Close() })
 	for _, tc := range []struct {
@@ -59,6 +60,8 @@ func TestNew(t *testing.T) {
 		{"typed nil client", []redis.UniversalClient{clients[0], (*redis.Client)(nil), clients[2]}, nil, false},
 		{"same client twice", []redis.UniversalClient{clients[0], clients[1], clients[0]}, nil, false},
 		{"same address twice", []redis.UniversalClient{clients[0], clients[1], sameAddr}, nil, false},
+		{"63, the most", many[:63], nil, true},
+		{"64: residue 63 is the fence proposals'", many, []Option{WithAnyNodeCount()}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := New(tc.clients, tc.opts...)

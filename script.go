@@ -74,13 +74,17 @@ end
 return 1
 `
 
-// acquireFencedSrc is acquireSrc that also hands out a fencing token: on a
-// grant it advances the key's fence counter (KEYS[2], no TTL) to the next
-// value that is ≡ residue (mod modulus), so that values from different nodes
-// never coincide. The counter is checked before anything is written (a script
-// that fails half-way keeps its writes).
+// acquireFencedSrc is acquireSrc that also hands out a fencing token. On a
+// grant it sets the key's fence counter (KEYS[2], no TTL) to the client's
+// proposal when the proposal is larger than the counter (the proposal's
+// acknowledgement: the reply's fence is the proposal), and otherwise
+// advances the counter to the next value that is ≡ residue (mod modulus),
+// so that values from different nodes never coincide. Proposals are
+// ≡ modulus−1, a residue no node has (see fenceModulus and Client.propose).
+// The counter is checked before anything is written (a script that fails
+// half-way keeps its writes).
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
-// modulus.
+// modulus, ARGV[6] proposal (0: none).
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
 const acquireFencedSrc = `
@@ -99,8 +103,11 @@ local c = tonumber(redis.call('GET', KEYS[2]) or '0')
 if not c or c < 0 or c ~= math.floor(c) then
 	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' is not a whole number')
 end
-local m = tonumber(ARGV[5])
-local f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
+local f = tonumber(ARGV[6])
+if f <= c then
+	local m = tonumber(ARGV[5])
+	f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
+end
 if f >= 9007199254740992 then
 	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' would pass 2^53')
 end
@@ -110,16 +117,25 @@ return {code, f}
 `
 
 // fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
-// acknowledges only if the counter was ≤ t: a larger value means a later
+// acknowledges only where no other token holds the lock key (another
+// holder's grant there may have started before ours and must not be
+// overtaken: docs/fencing.md), and where the counter was below t, or equal
+// to it with our own key there (we set it). A larger counter means a later
 // holder has already been handed a larger token.
-// KEYS[1] fence key, ARGV[1] t. Reply: 1 acknowledged; 0 a larger fence exists.
+// KEYS[1] fence key, KEYS[2] lock key, ARGV[1] t, ARGV[2] token.
+// Reply: 1 acknowledged; 0 a larger (or another holder's equal) fence
+// exists; −1 another token holds the lock key.
 const fenceWriteSrc = `
+local v = redis.call('GET', KEYS[2])
+local ours = v and (v == ARGV[2] or string.sub(v, 1, #ARGV[2] + 1) == ARGV[2] .. '\0')
+if v and not ours then return -1 end
 local c = tonumber(redis.call('GET', KEYS[1]) or '0')
 if not c then
 	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[1] .. ' is not a whole number')
 end
-if c > tonumber(ARGV[1]) then return 0 end
-if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+local t = tonumber(ARGV[1])
+if c > t or (c == t and not ours) then return 0 end
+if c < t then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 `
 
@@ -139,8 +155,9 @@ const (
 	opFenceWrite
 )
 
-// fenceModulus: node i's fence counter only takes values ≡ i (mod 64), so at
-// most 64 nodes. Every client must list the nodes in the same order.
+// fenceModulus: node i's fence counter only takes values ≡ i (mod 64), and
+// clients' proposals are ≡ 63, so at most 63 nodes. Every client must list
+// the nodes in the same order.
 const fenceModulus = 64
 
 // maxFence: fencing tokens stay below 2^53, exact in every JSON number and
@@ -170,10 +187,10 @@ type op struct {
 	kind              opKind
 	key, token, value string
 	ttl               time.Duration // TTL, or cooldown for release
-	fence             int64         // opFenceWrite: the token to write back
+	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal
 	quiet             bool          // opRelease: publish no notice
 
-	argv [10]any // EVALSHA sha numkeys keys… args…, built by encode
+	argv [11]any // EVALSHA sha numkeys keys… args…, built by encode
 	argc int
 }
 
@@ -181,9 +198,10 @@ func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
 	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
 }
 
-// newFenceWrite prepares the write-back of fencing token t for key.
-func newFenceWrite(key string, t int64) *op {
-	return &op{kind: opFenceWrite, key: key, fence: t}
+// newFenceWrite prepares the write-back of fencing token t for key, held
+// with token.
+func newFenceWrite(key, token string, t int64) *op {
+	return &op{kind: opFenceWrite, key: key, token: token, fence: t}
 }
 
 // encode builds the wire arguments: the one place that knows each script's
@@ -209,9 +227,9 @@ func (o *op) encode() {
 	case opInspect:
 		set(2, o.key, fenceKey(o.key))
 	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
-		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus)
+		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence)
 	case opFenceWrite:
-		set(1, fenceKey(o.key), o.fence)
+		set(2, fenceKey(o.key), o.key, o.fence, o.token)
 	}
 }
 
