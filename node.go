@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -101,14 +102,84 @@ type node interface {
 type redisNode struct {
 	client redis.UniversalClient
 	addr   string
-	stream *stream
+	index  int
+	stream *stream // standalone, Sentinel, or another client: the node's one stream
+
+	// A Cluster node has a stream per shard (master), made when a key
+	// first maps to it. A call goes to the stream of the master that owns
+	// its key's slot in the client's current map; one the map sent to the
+	// wrong shard is redirected through the ClusterClient (stream.send).
+	cluster *redis.ClusterClient
+	routed  atomic.Bool // a key's master has been found once: the client has a slot map
+	mu      sync.Mutex
+	shards  map[string]*stream // by master address
+	done    <-chan struct{}
+	wg      *sync.WaitGroup
 }
 
 var _ node = (*redisNode)(nil)
 
+func newRedisNode(client redis.UniversalClient, addr string, index int) *redisNode {
+	n := &redisNode{client: client, addr: addr, index: index}
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		n.cluster, n.shards = cc, map[string]*stream{}
+		return n
+	}
+	n.stream = newStream(client, index)
+	return n
+}
+
+// bind ties the node's streams to its Client (see stream.bind). Shards are
+// not guarded: a Cluster has no one run_id.
+func (n *redisNode) bind(done <-chan struct{}, wg *sync.WaitGroup, guard bool) {
+	if n.cluster == nil {
+		n.stream.bind(done, wg, guard)
+		return
+	}
+	n.done, n.wg = done, wg
+}
+
 func (n *redisNode) name() string { return n.addr }
 
-func (n *redisNode) start(c call) { n.stream.enqueue(c) }
+func (n *redisNode) start(c call) {
+	switch {
+	case n.cluster == nil:
+		n.stream.enqueue(c)
+	case !n.routed.Load():
+		// Until the ClusterClient has its slot map, finding a key's master
+		// loads it, which can block on an unreachable cluster: not in the
+		// caller's goroutine.
+		n.wg.Go(func() { n.route(c) })
+	default:
+		n.route(c)
+	}
+}
+
+// route sends a call to the stream of the master that owns its key.
+func (n *redisNode) route(c call) {
+	master, err := n.cluster.MasterForKey(c.ctx, c.o.key)
+	if err != nil {
+		c.r.deliver(c.i, result{err: err})
+		return
+	}
+	n.routed.Store(true) // the ClusterClient keeps a slot map from now on
+	n.shard(master).enqueue(c)
+}
+
+// shard returns the stream of one of a Cluster's masters.
+func (n *redisNode) shard(master *redis.Client) *stream {
+	addr := master.Options().Addr
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, ok := n.shards[addr]
+	if !ok {
+		s = newStream(master, n.index)
+		s.bind(n.done, n.wg, false)
+		s.redirect = n.cluster
+		n.shards[addr] = s
+	}
+	return s
+}
 
 // watch runs one pattern subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the

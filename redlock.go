@@ -58,7 +58,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 			seen[k] = i
 		}
-		nodes[i] = &redisNode{client: cl, addr: name, stream: newStream(cl, i)}
+		nodes[i] = newRedisNode(cl, name, i)
 	}
 	return newClient(nodes, opts)
 }
@@ -89,7 +89,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	c.hand.init(c)
 	for _, n := range nodes {
 		if rn, ok := n.(*redisNode); ok {
-			rn.stream.bind(c.closed, &c.bg, cfg.guard > 0)
+			rn.bind(c.closed, &c.bg, cfg.guard > 0)
 		}
 	}
 	if cfg.guard > 0 {

@@ -72,8 +72,12 @@ type stream struct {
 	// ctxTimeout: the client has ContextTimeoutEnabled, so a batch's
 	// context deadline bounds its reads.
 	ctxTimeout bool
-	done       <-chan struct{}
-	wg         *sync.WaitGroup // the Client's: writers end before Close returns
+	// redirect, for the stream of a Cluster's shard, is the ClusterClient:
+	// a call the shard answers MOVED or ASK (it did not run it) is sent
+	// again through it, which follows the redirection.
+	redirect *redis.ClusterClient
+	done     <-chan struct{}
+	wg       *sync.WaitGroup // the Client's: writers end before Close returns
 
 	mu      sync.Mutex
 	queue   []call
@@ -264,6 +268,7 @@ func (s *stream) send(batch []call) {
 	}
 	s.run(ctx)
 	s.evalMissing(ctx, batch)
+	s.redirectMoved(ctx, batch)
 	broken := false
 	for j, c := range batch {
 		cmd := s.cmds[j]
@@ -397,6 +402,34 @@ func (s *stream) evalMissing(ctx context.Context, batch []call) {
 			s.cmds[j] = cmd
 		}
 	}
+}
+
+// redirectMoved sends again, through the ClusterClient, the calls a shard
+// answered MOVED or ASK: the slot is served elsewhere now, and the shard
+// did not run them. The ClusterClient follows the redirection and reloads
+// its slot map.
+func (s *stream) redirectMoved(ctx context.Context, batch []call) {
+	if s.redirect == nil {
+		return
+	}
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil || !isMoved(cmd.Err()) {
+			continue
+		}
+		s.cmds[j] = redis.NewCmd(ctx, c.o.nodeArgs(s.index)...)
+		_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
+		if isNoScript(s.cmds[j].Err()) {
+			argv := slices.Clone(c.o.nodeArgs(s.index))
+			argv[0], argv[1] = "eval", scripts[c.o.kind].src
+			s.cmds[j] = redis.NewCmd(ctx, argv...)
+			_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
+		}
+	}
+}
+
+func isMoved(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
 }
 
 func isNoScript(err error) bool {

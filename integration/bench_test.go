@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,4 +345,65 @@ func BenchmarkHungNodeFanOut(b *testing.B) {
 		}
 		lock.report(b, "lock")
 	})
+}
+
+// BenchmarkClusterNodes compares a Lock+Unlock cycle on 5 nodes that are
+// each a 3-shard Redis Cluster with the same cycle on 5 standalone nodes,
+// interleaved iteration by iteration: the client's cost (its CPU time and
+// allocations per cycle), and the cycle's p50, which also carries the
+// servers' (15 cluster processes beside 5 standalone ones, on this
+// machine's cores). Each cycle uses a fresh key, so the cycles spread over
+// every shard. The restart guard is off on both: Cluster nodes are not
+// guarded.
+//
+//	go test ./integration -run '^$' -bench ClusterNodes -benchtime 2000x -count 3
+func BenchmarkClusterNodes(b *testing.B) {
+	clusters := make([]redis.UniversalClient, 5)
+	for i := range clusters {
+		clusters[i], _ = StartCluster(b, 3)
+	}
+	cluster := newClient(b, clusters, redlock.WithRestartGuard(0))
+	standalone := newClient(b, Clients(b, StartNodes(b, 5), nil), redlock.WithRestartGuard(0))
+	warm(b, cluster)
+	warm(b, standalone)
+	keys := benchKeys(b.N)
+	type side struct {
+		t      latencies
+		cpu    time.Duration
+		allocs uint64
+	}
+	var cl, st side
+	cl.t, st.t = make(latencies, 0, 1<<16), make(latencies, 0, 1<<16)
+	measure := func(s *side, c *redlock.Client, key string) {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		allocs, cpu := ms.Mallocs, processCPU()
+		s.t = append(s.t, lockCycle(b, c, key))
+		s.cpu += processCPU() - cpu
+		runtime.ReadMemStats(&ms)
+		s.allocs += ms.Mallocs - allocs
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		key := keys[i%len(keys)]
+		measure(&st, standalone, key)
+		measure(&cl, cluster, key)
+		i++
+	}
+	st.t.report(b, "standalone")
+	cl.t.report(b, "cluster")
+	slices.Sort(st.t)
+	slices.Sort(cl.t)
+	b.ReportMetric(float64(cl.t[len(cl.t)/2])/float64(st.t[len(st.t)/2]), "p50-ratio")
+	b.ReportMetric(float64(cl.cpu)/float64(st.cpu), "client-cpu-ratio")
+	b.ReportMetric(float64(cl.allocs)/float64(i), "cluster-allocs/cycle")
+	b.ReportMetric(float64(st.allocs)/float64(i), "standalone-allocs/cycle")
+}
+
+// processCPU is the CPU time this process has used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -20,7 +20,7 @@ import (
 // StartCluster starts a Redis Cluster of masters redis-server processes
 // (no replicas) and returns a go-redis Cluster client for it, closed when
 // the test ends: one Redlock node, however many shards.
-func StartCluster(t *testing.T, masters int) (*redis.ClusterClient, []*Node) {
+func StartCluster(t testing.TB, masters int) (*redis.ClusterClient, []*Node) {
 	t.Helper()
 	bin := needProcesses(t, "a Redis Cluster")
 	cli, err := exec.LookPath("redis-cli")
@@ -57,7 +57,7 @@ func StartCluster(t *testing.T, masters int) (*redis.ClusterClient, []*Node) {
 }
 
 // clusterPort finds a free port whose cluster bus port (+10000) is free too.
-func clusterPort(t *testing.T) int {
+func clusterPort(t testing.TB) int {
 	t.Helper()
 	for range 50 {
 		p := freePort(t)
@@ -244,4 +244,34 @@ func TestClusterReshardMidRun(t *testing.T) {
 		_ = l.Unlock(t.Context())
 	}
 	t.Logf("%d acquisitions, %d while 500 slots moved", acquired.Load(), during)
+}
+
+// TestClusterKeysSpread: different locks land on different shards of a
+// Cluster node, evenly: over 10,000 keys and 3 shards, the busiest shard
+// owns at most 1.2 times the mean. Capacity grows with the shards, while a
+// lock still needs a majority of the N votes (docs/operations.md).
+func TestClusterKeysSpread(t *testing.T) {
+	cc, shards := StartCluster(t, 3)
+	owner := map[string]int{}
+	const keys = 10000
+	for i := range keys {
+		key := RedisKey(fmt.Sprintf("job-%d", i))
+		m, err := cc.MasterForKey(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner[m.Options().Addr]++
+	}
+	if len(owner) != len(shards) {
+		t.Fatalf("keys landed on %d of %d shards: %v", len(owner), len(shards), owner)
+	}
+	most := 0
+	for _, n := range owner {
+		most = max(most, n)
+	}
+	ratio := float64(most) / (float64(keys) / float64(len(shards)))
+	t.Logf("keys per shard %v: busiest ÷ mean = %.3f", owner, ratio)
+	if ratio > 1.2 {
+		t.Fatalf("busiest shard owns %.2f× the mean", ratio)
+	}
 }
