@@ -89,6 +89,7 @@ type stream struct {
 	// The writer's own state.
 	conn   *redis.Conn     // a standalone or Sentinel node's connection for the stream; nil until needed
 	connAt time.Time       // when conn was taken
+	pooled bool            // the last connection went back to the pool healthy, just now
 	pipe   redis.Pipeliner // conn's pipeline, reused
 	runID  string          // the run_id of the server at the other end of conn; "" not known
 	cmds   []*redis.Cmd    // by position in the batch; nil for a call not sent
@@ -225,7 +226,7 @@ func (s *stream) hangUp() {
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
-	s.conn, s.pipe, s.runID = nil, nil, ""
+	s.conn, s.pipe, s.runID, s.pooled = nil, nil, "", false
 }
 
 // send sends one batch as one pipeline and delivers every call's result.
@@ -334,17 +335,21 @@ func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr e
 	}
 	if s.conn != nil && time.Since(s.connAt) >= streamConnAge {
 		s.hangUp()
+		s.pooled = true // handed back healthy: the pool has it, just noted
 	}
 	if s.conn == nil {
-		// A round trip on the pool first: it dials when the pool has no
-		// idle connection, and hands the connection back, which go-redis
-		// notes, so that the connection taken next (the pool's most
-		// recently used) is not peeked at for 5 s.
-		ping := redis.NewCmd(ctx, "ping")
-		if err := cl.Process(ctx, noRetry{ping}); err != nil {
-			return err, nil
+		if !s.pooled {
+			// A round trip on the pool first: it dials when the pool has
+			// no idle connection, and hands the connection back, which
+			// go-redis notes, so that the connection taken next (the
+			// pool's most recently used) is not peeked at for 5 s. A
+			// stream's own connection, handed back, is noted the same way.
+			ping := redis.NewCmd(ctx, "ping")
+			if err := cl.Process(ctx, noRetry{ping}); err != nil {
+				return err, nil
+			}
 		}
-		s.conn, s.connAt = cl.Conn(), time.Now()
+		s.conn, s.connAt, s.pooled = cl.Conn(), time.Now(), false
 		s.pipe = s.conn.Pipeline()
 	}
 	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c call) bool { return isAcquire(c.o.kind) }) {
