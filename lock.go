@@ -143,11 +143,12 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	return qerr
 }
 
-// Unlock releases the lock on every node, waiting for each at most the node
-// timeout. It first stops auto-extension, if any, and waits for it, so that
-// no extension can follow the release. It returns nil when a majority
-// released the lock, which also proves the lock was still held by us until
-// then. Otherwise the error is a [*QuorumError] matching [ErrTakenOver],
+// Unlock releases the lock on every node. It first stops auto-extension, if
+// any, and waits for it, so that no extension can follow the release. It
+// returns nil as soon as a majority released the lock, which also proves
+// the lock was still held by us until then; the other nodes' releases are
+// handled as they come. Otherwise, having waited for each node at most the
+// node timeout, it returns a [*QuorumError] matching [ErrTakenOver],
 // [ErrExpired], or [ErrNotObtained] (too few nodes confirmed: Unlock may be
 // called again; the keys not confirmed expire at their TTL). A node that
 // never granted the lock is no evidence either way. A second Unlock returns

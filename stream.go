@@ -87,12 +87,16 @@ type stream struct {
 	wake    chan struct{} // tells a waiting writer that calls are queued
 
 	// The writer's own state.
-	conn   *redis.Conn     // a standalone or Sentinel node's connection for the stream; nil until needed
-	connAt time.Time       // when conn was taken
-	pooled bool            // the last connection went back to the pool healthy, just now
-	pipe   redis.Pipeliner // conn's pipeline, reused
-	runID  string          // the run_id of the server at the other end of conn; "" not known
-	cmds   []*redis.Cmd    // by position in the batch; nil for a call not sent
+	conn   *redis.Conn // a standalone or Sentinel node's connection for the stream; nil until needed
+	connAt time.Time   // when conn was taken
+	dialed bool        // the stream has had a connection: no more pings first
+	// infoWorks: the node answered INFO server with a run_id before, so it
+	// is asked again in the pipeline of the batch that needs it (info).
+	infoWorks bool
+	info      *redis.StringCmd
+	pipe      redis.Pipeliner // conn's pipeline, reused
+	runID     string          // the run_id of the server at the other end of conn; "" not known
+	cmds      []*redis.Cmd    // by position in the batch; nil for a call not sent
 }
 
 func newStream(client redis.UniversalClient, index int) *stream {
@@ -226,7 +230,7 @@ func (s *stream) hangUp() {
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
-	s.conn, s.pipe, s.runID, s.pooled = nil, nil, "", false
+	s.conn, s.pipe, s.runID = nil, nil, ""
 }
 
 // send sends one batch as one pipeline and delivers every call's result.
@@ -268,6 +272,7 @@ func (s *stream) send(batch []call) {
 		s.cmds[j] = redis.NewCmd(ctx, c.o.nodeArgs(s.index)...)
 	}
 	s.run(ctx)
+	s.checkInfo(ctx, batch)
 	s.evalMissing(ctx, batch)
 	s.redirectMoved(ctx, batch)
 	broken := false
@@ -302,15 +307,21 @@ func (s *stream) run(ctx context.Context) {
 			n++
 		}
 	}
+	if n == 0 {
+		s.info = nil // nothing to send; asked again with the next acquire
+	}
 	switch {
-	case n == 1 && s.conn != nil:
+	case n == 1 && s.info == nil && s.conn != nil:
 		_ = s.conn.Process(ctx, noRetry{lone})
-	case n == 1:
+	case n == 1 && s.info == nil:
 		_ = s.client.Process(ctx, noRetry{lone})
-	case n > 1:
+	case n > 0:
 		pipe := s.pipe
 		if s.conn == nil {
 			pipe = s.client.Pipeline()
+		}
+		if s.info != nil {
+			_ = pipe.Process(ctx, s.info)
 		}
 		for _, cmd := range s.cmds {
 			if cmd != nil {
@@ -335,40 +346,90 @@ func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr e
 	}
 	if s.conn != nil && time.Since(s.connAt) >= streamConnAge {
 		s.hangUp()
-		s.pooled = true // handed back healthy: the pool has it, just noted
 	}
 	if s.conn == nil {
-		if !s.pooled {
-			// A round trip on the pool first: it dials when the pool has
-			// no idle connection, and hands the connection back, which
-			// go-redis notes, so that the connection taken next (the
-			// pool's most recently used) is not peeked at for 5 s. A
-			// stream's own connection, handed back, is noted the same way.
+		if !s.dialed {
+			// Once, a round trip on the pool first: it dials when the pool
+			// has no idle connection, and hands the connection back, which
+			// go-redis notes, so that the connection taken next (the pool's
+			// most recently used) is not peeked at for 5 s. The stream's
+			// own connection, handed back later, is noted the same way.
 			ping := redis.NewCmd(ctx, "ping")
 			if err := cl.Process(ctx, noRetry{ping}); err != nil {
 				return err, nil
 			}
+			s.dialed = true
 		}
-		s.conn, s.connAt, s.pooled = cl.Conn(), time.Now(), false
+		s.conn, s.connAt = cl.Conn(), time.Now()
 		s.pipe = s.conn.Pipeline()
 	}
 	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c call) bool { return isAcquire(c.o.kind) }) {
 		return nil, nil
 	}
+	if s.infoWorks {
+		// The node has answered INFO before: ask it again in the batch's
+		// own pipeline, ahead of the acquires, at no extra round trip
+		// (send checks the answer).
+		s.info = redis.NewStringCmd(ctx, "info", "server")
+		return nil, nil
+	}
+	// The first time, INFO goes alone, so that a node that refuses it is
+	// sent no acquire at all.
 	info, err := s.conn.Info(ctx, "server").Result()
-	switch {
-	case err != nil && !isReply(err):
+	if err != nil && !isReply(err) {
 		s.hangUp()
 		return err, nil
-	case err != nil:
-		return nil, fmt.Errorf("NOGUARD redlock: the restart guard needs INFO server, and this node refused it: %w", err)
+	}
+	if guardErr := s.learnRunID(info, err); guardErr != nil {
+		return nil, guardErr
+	}
+	return nil, nil
+}
+
+// learnRunID takes the run_id from an INFO server reply (or its error),
+// and returns the restart guard's error when there is none to take.
+func (s *stream) learnRunID(info string, err error) error {
+	if err != nil {
+		s.infoWorks = false
+		return fmt.Errorf("NOGUARD redlock: the restart guard needs INFO server, and this node refused it: %w", err)
 	}
 	id, ok := runID(info)
 	if !ok {
-		return nil, errors.New("NOGUARD redlock: the restart guard needs the node's run_id, and INFO server reports none")
+		s.infoWorks = false
+		return errors.New("NOGUARD redlock: the restart guard needs the node's run_id, and INFO server reports none")
 	}
-	s.runID = id
-	return nil, nil
+	s.runID, s.infoWorks = id, true
+	return nil
+}
+
+// checkInfo reads the answer to an INFO asked in the batch's pipeline. If
+// the node refused it (its ACL changed since it last answered), the
+// batch's acquires ran unguarded: the keys they created are taken back, on
+// the same connection, and they answer with the guard's error.
+func (s *stream) checkInfo(ctx context.Context, batch []call) {
+	info := s.info
+	s.info = nil
+	if info == nil || (info.Err() != nil && !isReply(info.Err())) {
+		return // the connection failed: so did every command of the batch
+	}
+	guardErr := s.learnRunID(info.Val(), info.Err())
+	if guardErr == nil {
+		return
+	}
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil || !isAcquire(c.o.kind) {
+			continue
+		}
+		if res := decode(c.o.kind, cmd); res.status == statusOK {
+			back := newOp(opRelease, c.o.key, c.o.token, "", 0)
+			back.quiet = true
+			back.encode()
+			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.nodeArgs(s.index)...)})
+		}
+		s.cmds[j] = redis.NewCmd(ctx)
+		s.cmds[j].SetErr(guardErr)
+	}
 }
 
 // runID reads the run_id field of an INFO server reply.

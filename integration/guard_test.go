@@ -129,3 +129,40 @@ func TestGuardWithoutInfoPermission(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardInfoRevokedMidLife: a node that answered INFO before is asked
+// it again inside a batch's pipeline, ahead of the acquires. If its user
+// lost +info meanwhile, those acquires have run unguarded: the keys they
+// created are taken back, and the attempt fails at once with the guard's
+// error.
+func TestGuardInfoRevokedMidLife(t *testing.T) {
+	nodes := StartNodes(t, 1)
+	needsOwnServers(t, nodes[0])
+	key := UniqueKey(t, nodes)
+	admin := Admin(t, nodes[0])
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	clients := Clients(t, nodes, func(o *redis.Options) { o.Username, o.Password = "locker", "pw" })
+	c := newClient(t, clients, redlock.WithAnyNodeCount(), redlock.WithTTL(time.Minute))
+	warm(t, c) // INFO answered: the node is known to allow it
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "locker", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A new connection asks again.
+	if err := admin.Do(t.Context(), "CLIENT", "KILL", "USER", "locker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for range 3 { // the first try may find the killed connection
+		if _, err = c.TryLock(t.Context(), key); !connectionLost(err, nodes[0]) {
+			break
+		}
+	}
+	if !errors.Is(err, redlock.ErrUnusable) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("got %v, want ErrUnusable with the node's NOPERM", err)
+	}
+	if n, err := admin.Exists(t.Context(), RedisKey(key)).Result(); err != nil || n != 0 {
+		t.Fatalf("the node kept the unguarded acquire's key (%d, %v)", n, err)
+	}
+}
