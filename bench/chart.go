@@ -17,6 +17,7 @@ type bar struct {
 var libColour = map[string]string{
 	"floor":     "#8c8c8c",
 	"redislock": "#7a5195",
+	"bare":      "#bcbcbc",
 	"redsync":   "#ef5675",
 	"redlock":   "#2f7ed8",
 }

@@ -296,3 +296,85 @@ func nodesText(n int) string {
 	}
 	return fmt.Sprintf("%d nodes", n)
 }
+
+// ---- a bare go-redis fan-out: the floor's commands on every node ----
+
+// bare sends the floor's commands (SET NX PX, then the EVALSHA
+// compare-and-delete) to every node at once, one goroutine per node, and
+// counts a lock when a majority set the key: the least a quorum lock built
+// directly on go-redis does. Acquire returns at the majority; each node's
+// release waits for that node's acquire (so that it cannot overtake it and
+// leave a key behind), and the cycle ends when every node has answered the
+// release, as redlock's Unlock does.
+type bare struct {
+	clients []*redis.Client
+}
+
+func bareContender(n int) contender {
+	return contender{Name: fmt.Sprintf("bare go-redis fan-out, %d nodes, returns at %d", n, n/2+1), Lib: "bare", Nodes: n,
+		build: func(addrs []string, _ *atomic.Int64) (instance, error) {
+			return bare{newClients(addrs[:n])}, nil
+		}}
+}
+
+// acquire sets key on every node and returns once a majority has (or can
+// no longer), with a channel per node closed when that node has answered.
+func (b bare) acquire(ctx context.Context, key, token string) (bool, []chan struct{}) {
+	n := len(b.clients)
+	done := make([]chan struct{}, n)
+	votes := make(chan bool, n)
+	for i, c := range b.clients {
+		done[i] = make(chan struct{})
+		go func() {
+			defer close(done[i])
+			ok, err := c.SetNX(ctx, key, token, 10*time.Second).Result()
+			votes <- ok && err == nil
+		}()
+	}
+	yes, no := 0, 0
+	for yes < n/2+1 && no < n-n/2 {
+		if <-votes {
+			yes++
+		} else {
+			no++
+		}
+	}
+	return yes > n/2, done
+}
+
+func (b bare) release(ctx context.Context, key, token string, acquired []chan struct{}) error {
+	errs := make(chan error, len(b.clients))
+	for i, c := range b.clients {
+		go func() {
+			<-acquired[i]
+			errs <- releaseIfOwner.Run(ctx, c, []string{key}, token).Err()
+		}()
+	}
+	var first error
+	for range b.clients {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (b bare) cycle(ctx context.Context, key string) error {
+	ok, acquired := b.acquire(ctx, key, "token")
+	if !ok {
+		_ = b.release(ctx, key, "token", acquired)
+		return errNotObtained
+	}
+	return b.release(ctx, key, "token", acquired)
+}
+
+func (b bare) lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	ok, acquired := b.acquire(ctx, key, "token")
+	if !ok {
+		_ = b.release(ctx, key, "token", acquired)
+		return nil, errNotObtained
+	}
+	return func(ctx context.Context) error { return b.release(ctx, key, "token", acquired) }, nil
+}
+
+func (b bare) close() { closeClients(b.clients) }

@@ -42,6 +42,7 @@ type config struct {
 	cont                 time.Duration
 	faultCycles          int
 	faultBudget          time.Duration
+	wanRounds, wanCycles int
 	doc, charts, jsonOut string
 	write                bool
 	only                 string
@@ -72,16 +73,18 @@ func main() {
 	flag.DurationVar(&c.cont, "contention", 3*time.Second, "contention run per contender per round")
 	flag.IntVar(&c.faultCycles, "fault-cycles", 100, "at most this many cycles per contender per fault")
 	flag.DurationVar(&c.faultBudget, "fault-budget", 8*time.Second, "and no new cycle after this long")
+	flag.IntVar(&c.wanRounds, "wan-rounds", 4, "interleaved rounds of the WAN measure")
+	flag.IntVar(&c.wanCycles, "wan-cycles", 25, "Lock+Unlock cycles per contender per WAN round")
 	flag.StringVar(&c.doc, "doc", "../docs/performance.md", "document whose generated section is replaced")
 	flag.StringVar(&c.charts, "charts", "../docs/bench", "directory for the SVG charts and results.json")
 	flag.BoolVar(&c.write, "write", true, "publish into -doc and -charts")
-	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling); publishes nothing")
+	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling,wan); publishes nothing")
 	flag.StringVar(&c.match, "match", "", "run only contenders whose name contains this (the floor and bsm/redislock, the references, always run)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write this process's CPU profile to the file")
 	flag.Parse()
 	if *quick {
 		c = config{rounds: 5, cycles: 20, tputRounds: 1, tput: 300 * time.Millisecond, contRounds: 1,
-			cont: 500 * time.Millisecond, faultCycles: 5, faultBudget: 2 * time.Second}
+			cont: 500 * time.Millisecond, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5}
 	}
 	if c.only != "" || c.match != "" {
 		c.write = false
@@ -144,12 +147,13 @@ func run(c config) error {
 	uncontended := c.keep([]contender{
 		floorContender(), redislockContender(),
 		redsyncContender(3, false), redsyncContender(5, false), redsyncContender(5, true),
+		bareContender(5),
 		redlockContender(3, ""), redlockContender(5, ""),
 		redlockContender(5, "fencing", redlock.WithFencing()),
 		redlockContender(5, "restart guard off", redlock.WithRestartGuard(0)),
 	})
 	if c.runs("cycle") {
-		logf("1/5 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
+		logf("1/6 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
 		cyc, err := measureCycles(ctx, e, uncontended, c.rounds, c.cycles, "cycle")
 		if err != nil {
 			return err
@@ -157,12 +161,22 @@ func run(c config) error {
 		res.Cycle = summarizeCycles(uncontended, cyc)
 	}
 	if c.runs("throughput") {
-		logf("2/5 throughput: %d contenders × %d rounds × %s", len(uncontended), c.tputRounds, c.tput)
-		tp, err := measureThroughput(ctx, e, uncontended, c.tputRounds, c.tput)
+		logf("2/6 throughput: %d contenders × %d rounds × %s, 32 goroutines", len(uncontended), c.tputRounds, c.tput)
+		tp, err := measureThroughput(ctx, e, uncontended, c.tputRounds, c.tput, 32)
 		if err != nil {
 			return err
 		}
 		res.Tput = summarizeThroughput(uncontended, tp, 1)
+		many := c.keep([]contender{
+			floorContender(), redislockContender(), redsyncContender(5, false), bareContender(5),
+			redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
+		})
+		logf("2/6 throughput: %d contenders × %d rounds × %s, 256 goroutines", len(many), c.tputRounds, c.tput)
+		tp, err = measureThroughput(ctx, e, many, c.tputRounds, c.tput, 256)
+		if err != nil {
+			return err
+		}
+		res.Tput256 = summarizeThroughput(many, tp, 1)
 	}
 
 	contention := []contended{
@@ -174,7 +188,7 @@ func run(c config) error {
 		{contender: redlockContender(5, ""), Shared: true},
 	}
 	if c.runs("contention") {
-		logf("3/5 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
+		logf("3/6 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
 		ho, err := measureContention(ctx, e, contention, c.contRounds, c.cont)
 		if err != nil {
 			return err
@@ -188,7 +202,7 @@ func run(c config) error {
 	}
 	res.FaultLimit = fmt.Sprintf("at most %d cycles, and none started after %s", c.faultCycles, c.faultBudget)
 	if c.runs("faults") {
-		logf("4/5 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
+		logf("4/6 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
 		for _, fault := range []string{faultPause, faultKill} {
 			for _, fc := range faulty {
 				f, err := measureFault(ctx, e, fc, fault, c.faultCycles, c.faultBudget)
@@ -208,12 +222,21 @@ func run(c config) error {
 		scaling = append(scaling, redsyncContender(n, false))
 	}
 	if c.runs("scaling") {
-		logf("5/5 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
+		logf("5/6 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
 		sc, err := measureCycles(ctx, e, scaling, c.rounds, c.cycles, "scale")
 		if err != nil {
 			return err
 		}
 		res.Scaling = summarizeCycles(scaling, sc)
+	}
+	if c.runs("wan") {
+		wan := c.keep([]contender{redsyncContender(5, false), redlockContender(5, "")})
+		logf("6/6 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
+		w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles)
+		if err != nil {
+			return err
+		}
+		res.WAN = &w
 	}
 	res.Elapsed = time.Since(began)
 

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
@@ -96,6 +97,11 @@ func measureCycles(ctx context.Context, e *env, cs []contender, rounds, cycles i
 			runtime.ReadMemStats(&after)
 			out[i].Times = append(out[i].Times, times)
 			out[i].Allocs = append(out[i].Allocs, float64(after.Mallocs-before.Mallocs)/float64(cycles))
+			if r == 0 || r == rounds-1 {
+				if err := e.released(ctx); err != nil {
+					return nil, fmt.Errorf("%s: %w", cs[i].Name, err)
+				}
+			}
 		}
 	}
 	return out, ctx.Err()
@@ -110,10 +116,11 @@ type tputRound struct {
 	ClientCPU, ServerCPU time.Duration // per cycle
 }
 
-// measureThroughput runs 32 goroutines, each on its own key, through one
-// instance per contender (one process serving 32 requests at once) for d,
-// rounds times interleaved.
-func measureThroughput(ctx context.Context, e *env, cs []contender, rounds int, d time.Duration) ([][]tputRound, error) {
+// measureThroughput runs workers goroutines, each on its own key, through
+// one instance per contender (one process serving that many requests at
+// once) for d, rounds times interleaved. After each run, it checks that the
+// contender left no lock key behind.
+func measureThroughput(ctx context.Context, e *env, cs []contender, rounds int, d time.Duration, workers int) ([][]tputRound, error) {
 	out := make([][]tputRound, len(cs))
 	for r := range rounds {
 		for i, c := range cs {
@@ -121,8 +128,11 @@ func measureThroughput(ctx context.Context, e *env, cs []contender, rounds int, 
 			if err != nil {
 				return nil, err
 			}
-			t, err := throughput(ctx, e, in, fmt.Sprintf("bench:tp:%d:%d", i, r), d)
+			t, err := throughput(ctx, e, in, fmt.Sprintf("bench:tp%d:%d:%d", workers, i, r), d, workers)
 			in.close()
+			if err == nil {
+				err = e.released(ctx)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c.Name, err)
 			}
@@ -130,6 +140,45 @@ func measureThroughput(ctx context.Context, e *env, cs []contender, rounds int, 
 		}
 	}
 	return out, nil
+}
+
+// released checks that no server holds a lock key: every contender must
+// have released what it locked (fence counters, which have no TTL, stay).
+// Releases still in flight get a few seconds.
+func (e *env) released(ctx context.Context) error {
+	var left []string
+	for range 30 {
+		left = left[:0]
+		for _, s := range append(e.nodes, e.base) {
+			if !s.Running() {
+				continue
+			}
+			keys, err := lockKeys(ctx, s.Addr)
+			if err != nil {
+				return err
+			}
+			left = append(left, keys...)
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%d lock keys left behind, e.g. %q", len(left), left[0])
+}
+
+// lockKeys lists the keys with a TTL on the server at addr.
+func lockKeys(ctx context.Context, addr string) ([]string, error) {
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	var out []string
+	iter := rc.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if pttl, err := rc.PTTL(ctx, iter.Val()).Result(); err == nil && pttl > 0 {
+			out = append(out, iter.Val())
+		}
+	}
+	return out, iter.Err()
 }
 
 // cpu returns the CPU time used so far by this process and by the servers.
@@ -146,8 +195,7 @@ func (e *env) cpu() (client, servers time.Duration) {
 	return client, servers
 }
 
-func throughput(ctx context.Context, e *env, in instance, prefix string, d time.Duration) (tputRound, error) {
-	const workers = 32
+func throughput(ctx context.Context, e *env, in instance, prefix string, d time.Duration, workers int) (tputRound, error) {
 	var (
 		done     atomic.Int64
 		firstErr error

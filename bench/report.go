@@ -22,10 +22,12 @@ type results struct {
 	Elapsed                  time.Duration
 
 	Cycle      []cycleRow
-	Tput       []tputRow
+	Tput       []tputRow // 32 goroutines
+	Tput256    []tputRow // 256 goroutines
 	Handoff    []handoffRow
 	Faults     []faultRow
 	Scaling    []cycleRow
+	WAN        *wanResult
 	FaultLimit string // the bound on each fault run, as printed
 }
 
@@ -54,6 +56,9 @@ type faultRow struct {
 	Name, Lib, Fault string
 	faultResult
 }
+
+// bareName is the bare fan-out's row, the uncontended cycle's reference.
+var bareName = bareContender(5).Name
 
 // ratioGroups is how many groups of consecutive rounds the ratio's spread
 // is computed over.
@@ -156,30 +161,56 @@ func (r *results) markdown(chartDir string) string {
 
 	p("### Targets (redlock, 5 nodes, default options)\n\n")
 	p("| measure | target | redlock | redsync v4, 5 nodes (defaults) | |\n| --- | --- | --- | --- | --- |\n")
-	name := func(c cycleRow) string { return c.Name }
-	rl5, haveCycle := row(r.Cycle, name, "redlock, 5 nodes")
-	rs5, _ := row(r.Cycle, name, "redsync v4, 5 nodes")
 	verdict := func(ok bool) string {
 		if ok {
 			return "met"
 		}
 		return "**missed**"
 	}
+	name := func(c cycleRow) string { return c.Name }
+	rl5, haveCycle := row(r.Cycle, name, "redlock, 5 nodes")
+	rs5, _ := row(r.Cycle, name, "redsync v4, 5 nodes")
+	bare, haveBare := row(r.Cycle, name, bareName)
+	fenced, haveFenced := row(r.Cycle, name, "redlock, 5 nodes, fencing")
+	if haveCycle && haveBare {
+		p("| cycle p50 ÷ bare go-redis fan-out's (same run) | ≤ 1.00× | %.2f× | %.2f× | %s |\n", float64(rl5.P50)/float64(bare.P50), float64(rs5.P50)/float64(bare.P50), verdict(rl5.P50 <= bare.P50))
+	}
 	if haveCycle {
-		p("| cycle p50 ÷ floor | ≤ 1.8× | %.2f× | %.2f× | %s |\n", rl5.Ratio, rs5.Ratio, verdict(rl5.Ratio <= 1.8))
-		p("| allocations per cycle | ≤ 90 | %.0f | %.0f | %s |\n", rl5.Allocs, rs5.Allocs, verdict(rl5.Allocs <= 90))
+		p("| cycle p50 ÷ floor | | %.2f× | %.2f× | |\n", rl5.Ratio, rs5.Ratio)
+		p("| allocations per cycle | ≤ 60 | %.0f | %.0f | %s |\n", rl5.Allocs, rs5.Allocs, verdict(rl5.Allocs <= 60))
+	}
+	if haveCycle && haveFenced {
+		extra := float64(fenced.P50)/float64(rl5.P50) - 1
+		p("| what fencing adds to the cycle p50 | ≤ 15%% | %+.0f%% | (no fencing) | %s |\n", 100*extra, verdict(extra <= 0.15))
 	}
 	tname := func(t tputRow) string { return t.Name }
-	trl, haveTput := row(r.Tput, tname, "redlock, 5 nodes")
-	trs, _ := row(r.Tput, tname, "redsync v4, 5 nodes")
-	if haveTput {
-		p("| throughput ÷ bsm/redislock | ≥ 0.17× | %.3f× | %.3f× | %s |\n", trl.Ratio, trs.Ratio, verdict(trl.Ratio >= 0.17))
+	for _, tp := range []struct {
+		rows    []tputRow
+		workers int
+		target  float64
+	}{{r.Tput, 32, 0.7}, {r.Tput256, 256, 1.2}} {
+		trl, have := row(tp.rows, tname, "redlock, 5 nodes")
+		trs, _ := row(tp.rows, tname, "redsync v4, 5 nodes")
+		if have {
+			p("| throughput, %d goroutines, ÷ bsm/redislock (1 node) | ≥ %.1f× | %.3f× | %.3f× | %s |\n", tp.workers, tp.target, trl.Ratio, trs.Ratio, verdict(trl.Ratio >= tp.target))
+		}
 	}
 	fname := func(f faultRow) string { return f.Name + "/" + f.Fault }
-	frl, haveFault := row(r.Faults, fname, "redlock, 5 nodes/"+faultPause)
-	frs, _ := row(r.Faults, fname, "redsync v4, 5 nodes/"+faultPause)
-	if haveFault {
-		p("| one node hung: Lock p99 | ≤ 5 ms | %s | %s | %s |\n", fmtDur(frl.LockP99), fmtDur(frs.LockP99), verdict(frl.Cycles > 0 && frl.LockP99 <= 5*time.Millisecond))
+	for _, fault := range []string{faultPause, faultKill} {
+		frl, have := row(r.Faults, fname, "redlock, 5 nodes/"+fault)
+		frs, _ := row(r.Faults, fname, "redsync v4, 5 nodes/"+fault)
+		if have {
+			p("| one node %s: Lock p99 | ≤ 2 ms | %s | %s | %s |\n", map[string]string{faultPause: "hung", faultKill: "killed"}[fault], fmtDur(frl.LockP99), fmtDur(frs.LockP99), verdict(frl.Cycles > 0 && frl.LockP99 <= 2*time.Millisecond))
+		}
+	}
+	if r.WAN != nil {
+		wname := func(w wanRow) string { return w.Name }
+		wrl, have := row(r.WAN.Rows, wname, "redlock, 5 nodes")
+		wrs, _ := row(r.WAN.Rows, wname, "redsync v4, 5 nodes")
+		if have {
+			p("| nodes %v ms away: Lock p99 − the third-fastest node's round trip p99 (%s) | ≤ 1 ms | %s | %s | %s |\n", r.WAN.Latencies, fmtDur(r.WAN.ThirdP99),
+				fmtSigned(wrl.LockP99-r.WAN.ThirdP99), fmtSigned(wrs.LockP99-r.WAN.ThirdP99), verdict(wrl.LockP99-r.WAN.ThirdP99 <= time.Millisecond))
+		}
 	}
 	hname := func(h handoffRow) string { return h.Name }
 	hrl, haveHandoff := row(r.Handoff, hname, "redlock, 5 nodes, one instance each")
@@ -198,11 +229,20 @@ func (r *results) markdown(chartDir string) string {
 		p("| %s | %s | %s | %.2f× (%.2f–%.2f) | %.0f |\n", c.Name, fmtDur(c.P50), fmtDur(c.P99), c.Ratio, c.RatioMin, c.RatioMax, c.Allocs)
 	}
 
-	p("\n### 2. Throughput\n\n32 goroutines, each locking and unlocking its own key through one shared instance (one process), for %s per contender per round.\n\n", r.Throughput)
-	p("![Throughput ÷ bsm/redislock](%s/throughput.svg)\n\n", chartDir)
-	p("| contender | cycles/s | ÷ bsm/redislock | client CPU per cycle | servers' CPU per cycle |\n| --- | --- | --- | --- | --- |\n")
-	for _, t := range r.Tput {
-		p("| %s | %.0f | %.3f× | %s | %s |\n", t.Name, t.PerSec, t.Ratio, fmtDur(t.ClientCPU), fmtDur(t.ServerCPU))
+	p("\n### 2. Throughput\n\nEach contender's goroutines lock and unlock a key of their own through one shared instance (one process), for %s per contender per round: 32 goroutines, then 256. Every contender is checked afterwards to have left no lock key on any server.\n\n", r.Throughput)
+	p("![Throughput ÷ bsm/redislock, 32 goroutines](%s/throughput.svg)\n\n![Throughput ÷ bsm/redislock, 256 goroutines](%s/throughput256.svg)\n\n", chartDir, chartDir)
+	for _, tp := range []struct {
+		rows    []tputRow
+		workers int
+	}{{r.Tput, 32}, {r.Tput256, 256}} {
+		if len(tp.rows) == 0 {
+			continue
+		}
+		p("| %d goroutines | cycles/s | ÷ bsm/redislock | client CPU per cycle | servers' CPU per cycle |\n| --- | --- | --- | --- | --- |\n", tp.workers)
+		for _, t := range tp.rows {
+			p("| %s | %.0f | %.3f× | %s | %s |\n", t.Name, t.PerSec, t.Ratio, fmtDur(t.ClientCPU), fmtDur(t.ServerCPU))
+		}
+		p("\n")
 	}
 
 	p("\n### 3. Contention and hand-off\n\n")
@@ -228,7 +268,30 @@ func (r *results) markdown(chartDir string) string {
 	for _, c := range r.Scaling {
 		p("| %s | %s | %s | %.2f× | %.0f |\n", c.Name, fmtDur(c.P50), fmtDur(c.P99), c.Ratio, c.Allocs)
 	}
+	if w := r.WAN; w != nil {
+		p("\n### 6. Nodes at WAN distances\n\n")
+		p("The 5 lock nodes sit behind in-process toxiproxy (v2.12.0) proxies that delay each node's replies by %v ms (± a fifth), as if two nodes were near, one a region away and two far. %d rounds of %d Lock+Unlock cycles per contender, interleaved; Lock and Unlock are timed apart. A majority is 3 of 5, so a lock that returns at a majority waits for the third-fastest node; one that waits for every node waits for the farthest. Round trips through each proxy (PING, warm connection): ", w.Latencies, w.Rounds, w.Cycles)
+		var nodes []string
+		for i := range w.NodeP50 {
+			nodes = append(nodes, fmt.Sprintf("%s / %s", fmtDur(w.NodeP50[i]), fmtDur(w.NodeP99[i])))
+		}
+		p("%s (p50 / p99).\n\n", strings.Join(nodes, ", "))
+		p("![Lock p99 with nodes at WAN distances](%s/wan.svg)\n\n", chartDir)
+		p("| contender | cycles | Lock p50 | Lock p99 | Unlock p50 | Unlock p99 |\n| --- | --- | --- | --- | --- | --- |\n")
+		p("| *the third-fastest node's round trip* | | %s | %s | | |\n", fmtDur(w.ThirdP50), fmtDur(w.ThirdP99))
+		for _, x := range w.Rows {
+			p("| %s | %d | %s | %s | %s | %s |\n", x.Name, x.Cycles, fmtDur(x.LockP50), fmtDur(x.LockP99), fmtDur(x.UnlockP50), fmtDur(x.UnlockP99))
+		}
+	}
 	return b.String()
+}
+
+// fmtSigned prints a duration that may be negative, with its sign.
+func fmtSigned(d time.Duration) string {
+	if d < 0 {
+		return "−" + fmtDur(-d)
+	}
+	return "+" + fmtDur(d)
 }
 
 // charts renders the SVG charts, by file name.
@@ -236,20 +299,37 @@ func (r *results) charts() map[string]string {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return map[string]string{
 		"cycle.svg": barChart("Uncontended Lock+Unlock: p50 ÷ floor (lower is better)", "p50 ÷ floor (SET NX + EVALSHA on one node)",
-			bars(r.Cycle, func(c cycleRow) bar { return bar{c.Name, c.Ratio, fmt.Sprintf("%.2f×", c.Ratio), c.Lib} }), false, 1.8, "target 1.8×"),
+			bars(r.Cycle, func(c cycleRow) bar { return bar{c.Name, c.Ratio, fmt.Sprintf("%.2f×", c.Ratio), c.Lib} }), false, 0, ""),
 		"throughput.svg": barChart("Throughput, 32 goroutines on own keys (higher is better)", "cycles/s ÷ bsm/redislock",
-			bars(r.Tput, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 0.17, "target 0.17×"),
+			bars(r.Tput, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 0.7, "target 0.7×"),
+		"throughput256.svg": barChart("Throughput, 256 goroutines on own keys (higher is better)", "cycles/s ÷ bsm/redislock",
+			bars(r.Tput256, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 1.2, "target 1.2×"),
 		"handoff.svg": barChart("Hand-off to another goroutine: gap p99, 4 goroutines, 1 ms holds (lower is better)", "milliseconds, log scale",
 			bars(r.Handoff, func(h handoffRow) bar { return bar{h.Name, ms(h.OtherP99), fmtDur(h.OtherP99), h.Lib} }), true, 3, "3 ms"),
 		"waiting.svg": barChart("Contended Lock p99: how long a waiter waits, 4 goroutines, 1 ms holds", "milliseconds, log scale",
 			bars(r.Handoff, func(h handoffRow) bar { return bar{h.Name, ms(h.LockP99), fmtDur(h.LockP99), h.Lib} }), true, 0, ""),
 		"faults.svg": barChart("Lock p99 with one of 5 nodes hung (SIGSTOP) or dead (SIGKILL)", "milliseconds, log scale",
-			bars(r.Faults, func(f faultRow) bar { return bar{f.Name + ", " + f.Fault, ms(f.LockP99), fmtDur(f.LockP99), f.Lib} }), true, 5, "target 5 ms"),
+			bars(r.Faults, func(f faultRow) bar { return bar{f.Name + ", " + f.Fault, ms(f.LockP99), fmtDur(f.LockP99), f.Lib} }), true, 2, "target 2 ms"),
+		"wan.svg": barChart("Lock p99 with nodes 1, 1, 5, 20 and 50 ms away (lower is better)", "milliseconds, log scale",
+			wanBars(r.WAN), true, 0, ""),
 		"scaling.svg": barChart("Uncontended cycle p50 by node count (lower is better)", "microseconds",
 			bars(r.Scaling, func(c cycleRow) bar {
 				return bar{c.Name, float64(c.P50) / float64(time.Microsecond), fmtDur(c.P50), c.Lib}
 			}), false, 0, ""),
 	}
+}
+
+// wanBars is the WAN chart's bars: the third-fastest node's round trip,
+// then each contender's Lock p99.
+func wanBars(w *wanResult) []bar {
+	if w == nil {
+		return nil
+	}
+	out := []bar{{"the third-fastest node's round trip", float64(w.ThirdP99) / float64(time.Millisecond), fmtDur(w.ThirdP99), "floor"}}
+	for _, x := range w.Rows {
+		out = append(out, bar{x.Name, float64(x.LockP99) / float64(time.Millisecond), fmtDur(x.LockP99), x.Lib})
+	}
+	return out
 }
 
 func bars[T any](rows []T, f func(T) bar) []bar {

@@ -76,12 +76,14 @@ func TestCharts(t *testing.T) {
 	r := &results{
 		Cycle:   []cycleRow{{Name: "floor", Lib: "floor", Ratio: 1}, {Name: "a & <b>", Lib: "redlock", Ratio: 2.5}},
 		Tput:    []tputRow{{Name: "t", Lib: "redislock", Ratio: 1}},
+		Tput256: []tputRow{{Name: "u", Lib: "bare", Ratio: 1.5}},
 		Handoff: []handoffRow{{Name: "h", Lib: "redsync", handoffRound: handoffRound{OtherP99: 100 * time.Millisecond}}, {Name: "k", Lib: "redlock", handoffRound: handoffRound{OtherP99: time.Millisecond}}},
 		Faults:  []faultRow{{Name: "f", Lib: "redsync", Fault: faultPause, faultResult: faultResult{LockP99: 5 * time.Second}}},
 		Scaling: []cycleRow{{Name: "s", Lib: "redlock", P50: 300 * time.Microsecond}},
+		WAN:     &wanResult{Rows: []wanRow{{Name: "w", Lib: "redlock", LockP99: 6 * time.Millisecond}}, ThirdP99: 5 * time.Millisecond},
 	}
 	charts := r.charts()
-	for _, name := range []string{"cycle.svg", "throughput.svg", "handoff.svg", "waiting.svg", "faults.svg", "scaling.svg"} {
+	for _, name := range []string{"cycle.svg", "throughput.svg", "handoff.svg", "waiting.svg", "faults.svg", "scaling.svg", "throughput256.svg", "wan.svg"} {
 		svg, ok := charts[name]
 		if !ok {
 			t.Fatalf("no %s", name)

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// ---- 6: nodes at WAN distances ----
+
+// wanLatencies are the one-way delays added to each of the 5 lock nodes'
+// replies, in milliseconds: two near nodes, one a region away, two far.
+var wanLatencies = []int{1, 1, 5, 20, 50}
+
+// wanJitter is each node's jitter: ± a fifth of its delay.
+func wanJitter(ms int) int { return ms / 5 }
+
+type wanRow struct {
+	Name, Lib            string
+	Cycles               int
+	LockP50, LockP99     time.Duration
+	UnlockP50, UnlockP99 time.Duration
+}
+
+// wanResult is the WAN measure: each contender's rows, and the round trip
+// through each node's proxy (PING), whose third-fastest is what a quorum
+// of 3 of 5 waits for.
+type wanResult struct {
+	Rows           []wanRow
+	NodeP50        []time.Duration // by node
+	NodeP99        []time.Duration
+	ThirdP50       time.Duration // the third-smallest of NodeP50
+	ThirdP99       time.Duration // the third-smallest of NodeP99
+	Latencies      []int         // ms added per node
+	Cycles, Rounds int
+}
+
+// proxies puts an in-process toxiproxy in front of each lock node, with
+// latency ms ± jitter on the node's replies, and returns their addresses
+// and a stop function.
+func proxies(e *env, ms []int) ([]string, func(), error) {
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	var started []*toxiproxy.Proxy
+	stop := func() {
+		for _, p := range started {
+			p.Stop()
+		}
+	}
+	addrs := make([]string, len(ms))
+	for i, d := range ms {
+		p := toxiproxy.NewProxy(server, fmt.Sprintf("wan%d", i), "127.0.0.1:0", e.nodes[i].Addr)
+		if err := p.Start(); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		started = append(started, p)
+		toxic := fmt.Sprintf(`{"name":"wan","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`, d, wanJitter(d))
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(toxic)); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		addrs[i] = p.Listen
+	}
+	return addrs, stop, nil
+}
+
+// measureWAN runs every contender on 5 nodes behind proxies with
+// wanLatencies: rounds × cycles Lock+Unlock cycles on fresh keys,
+// interleaved, timing Lock and Unlock apart.
+func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int) (wanResult, error) {
+	res := wanResult{Latencies: wanLatencies, Cycles: cycles, Rounds: rounds}
+	addrs, stop, err := proxies(e, wanLatencies)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+	insts := make([]instance, len(cs))
+	defer func() {
+		for _, in := range insts {
+			if in != nil {
+				in.close()
+			}
+		}
+	}()
+	for i, c := range cs {
+		in, err := c.build(addrs, nil)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", c.Name, err)
+		}
+		insts[i] = in
+		for j := range 5 {
+			if err := in.cycle(ctx, fmt.Sprintf("bench:wan:warm:%d:%d", i, j)); err != nil {
+				return res, fmt.Errorf("%s: warm-up: %w", c.Name, err)
+			}
+		}
+	}
+	locks := make([][]time.Duration, len(cs))
+	unlocks := make([][]time.Duration, len(cs))
+	pings := make([][]time.Duration, len(addrs))
+	for r := range rounds {
+		if err := pingAll(ctx, addrs, pings); err != nil {
+			return res, err
+		}
+		for i, in := range insts {
+			for j := range cycles {
+				start := time.Now()
+				unlock, err := in.lock(ctx, fmt.Sprintf("bench:wan:%d:%d:%d", i, r, j))
+				if err != nil {
+					return res, fmt.Errorf("%s: %w", cs[i].Name, err)
+				}
+				locked := time.Now()
+				if err := unlock(ctx); err != nil {
+					return res, fmt.Errorf("%s: unlock: %w", cs[i].Name, err)
+				}
+				locks[i] = append(locks[i], locked.Sub(start))
+				unlocks[i] = append(unlocks[i], time.Since(locked))
+			}
+		}
+	}
+	if err := e.released(ctx); err != nil {
+		return res, err
+	}
+	for i, c := range cs {
+		l, u := sorted(locks[i]), sorted(unlocks[i])
+		res.Rows = append(res.Rows, wanRow{Name: c.Name, Lib: c.Lib, Cycles: len(l),
+			LockP50: pct(l, 0.5), LockP99: pct(l, 0.99), UnlockP50: pct(u, 0.5), UnlockP99: pct(u, 0.99)})
+	}
+	for _, p := range pings {
+		s := sorted(p)
+		res.NodeP50, res.NodeP99 = append(res.NodeP50, pct(s, 0.5)), append(res.NodeP99, pct(s, 0.99))
+	}
+	third := func(ds []time.Duration) time.Duration { s := slices.Clone(ds); slices.Sort(s); return s[2] }
+	res.ThirdP50, res.ThirdP99 = third(res.NodeP50), third(res.NodeP99)
+	return res, nil
+}
+
+// pingAll times 20 PINGs through each address, each on a warm connection.
+func pingAll(ctx context.Context, addrs []string, out [][]time.Duration) error {
+	for i, a := range addrs {
+		rc := redis.NewClient(&redis.Options{Addr: a})
+		if err := rc.Ping(ctx).Err(); err != nil {
+			rc.Close()
+			return err
+		}
+		for range 20 {
+			start := time.Now()
+			if err := rc.Ping(ctx).Err(); err != nil {
+				rc.Close()
+				return err
+			}
+			out[i] = append(out[i], time.Since(start))
+		}
+		rc.Close()
+	}
+	return nil
+}
