@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -16,30 +17,36 @@ func FuzzLockArgs(f *testing.F) {
 	f.Add("k", "", "T", int64(3*time.Millisecond))
 	f.Add("k", "m", "T", int64(-1))
 	f.Fuzz(func(t *testing.T, key, meta, token string, ttl int64) {
-		c := newTestClient(t, newFakeNodes(3))
-		opts := []Option{WithTTL(time.Duration(ttl)), WithMetadata(meta)}
-		if token != "" {
-			opts = append(opts, WithToken(token))
-		}
-		l, err := c.TryLock(t.Context(), key, opts...)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("got %v, want ErrInvalidArgument or success", err)
-			}
-			return
-		}
-		c.bg.Wait()
-		s, err := c.Inspect(t.Context(), key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h, m, ok := s.Holder(); !ok || h != holderID(l.Token()) || m != meta {
-			t.Fatalf("holder reads back as %q %q %v, want %q %q", h, m, ok, holderID(l.Token()), meta)
-		}
-		if err := l.Unlock(t.Context()); err != nil {
-			t.Fatalf("Unlock: %v", err)
-		}
+		// In virtual time: a 3 ms TTL must not run out between TryLock
+		// and Inspect on a loaded machine.
+		synctest.Test(t, func(t *testing.T) { fuzzLockArgs(t, key, meta, token, ttl) })
 	})
+}
+
+func fuzzLockArgs(t *testing.T, key, meta, token string, ttl int64) {
+	c := newTestClient(t, newFakeNodes(3))
+	opts := []Option{WithTTL(time.Duration(ttl)), WithMetadata(meta)}
+	if token != "" {
+		opts = append(opts, WithToken(token))
+	}
+	l, err := c.TryLock(t.Context(), key, opts...)
+	if err != nil {
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("got %v, want ErrInvalidArgument or success", err)
+		}
+		return
+	}
+	c.bg.Wait()
+	s, err := c.Inspect(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, m, ok := s.Holder(); !ok || h != holderID(l.Token()) || m != meta {
+		t.Fatalf("holder reads back as %q %q %v, want %q %q", h, m, ok, holderID(l.Token()), meta)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
 }
 
 // FuzzReplies: any reply a node might send decodes to a status or an error,
