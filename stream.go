@@ -29,8 +29,12 @@ import (
 // can have left nothing on the node.
 
 // streamIdle is how long an idle writer waits for more calls before it
-// ends (and gives its connection back to the go-redis pool).
-const streamIdle = time.Second
+// ends (and gives its connection back to the go-redis pool). A writer
+// started again takes a connection again and asks its run_id again (in
+// the batch): with nodes at WAN distances (make bench), that made the
+// first Lock after each idle spell of over a second 3–4 ms slower at p99;
+// 5 s keeps a service that locks every few seconds on warm writers.
+const streamIdle = 5 * time.Second
 
 // streamConnAge is how long a stream keeps one connection before it gives
 // it back to the go-redis pool and takes one again (and so asks the run_id

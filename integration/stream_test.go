@@ -197,7 +197,7 @@ func TestRunIDAskedOncePerConnection(t *testing.T) {
 		require.NoError(t, l.Unlock(t.Context()))
 	}
 	// One per connection taken: one here, more only if the machine
-	// stalled this loop for a second (the stream gives its connection back
+	// stalled this loop for 5 seconds (the stream gives its connection back
 	// when idle) or it ran past the stream's connection age.
 	asked := calls(t, admin, "info") - before - 1 // this test's own
 	t.Logf("INFO server asked %d times in %d acquires", asked, cycles)
