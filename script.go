@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -236,6 +237,14 @@ func (o *op) encode() {
 // fenceKey is the key of the lock key's fence counter, in the same Cluster
 // slot.
 func fenceKey(key string) string { return key + ":fence" }
+
+// evalArgs returns the op's arguments for node i as an EVAL of the script's
+// source, for a node that answered NOSCRIPT (EVAL also caches it).
+func (o *op) evalArgs(i int) []any {
+	argv := slices.Clone(o.nodeArgs(i))
+	argv[0], argv[1] = "eval", scripts[o.kind].src
+	return argv
+}
 
 // nodeArgs returns the op's arguments for node i: shared, but for a fenced
 // acquire, whose residue is the node's own.

@@ -91,7 +91,7 @@ type stream struct {
 	wake    chan struct{} // tells a waiting writer that calls are queued
 
 	// The writer's own state.
-	conn   *redis.Conn // a standalone or Sentinel node's connection for the stream; nil until needed
+	conn   *redis.Conn // the stream's own connection (standalone, Sentinel, a Cluster's shard); nil until needed
 	connAt time.Time   // when conn was taken
 	dialed bool        // the stream has had a connection: no more pings first
 	// infoWorks: the node answered INFO server with a run_id before, so it
@@ -105,10 +105,7 @@ type stream struct {
 
 func newStream(client redis.UniversalClient, index int) *stream {
 	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), pruneAt: minPrune}
-	switch cl := client.(type) {
-	case *redis.Client:
-		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
+	if cl, ok := client.(*redis.Client); ok { // a Cluster's shards are *redis.Client too
 		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
 	}
 	return s
@@ -336,11 +333,11 @@ func (s *stream) run(ctx context.Context) {
 	}
 }
 
-// prepare readies the stream for a batch. A standalone or Sentinel node's
-// stream sends on a connection of its own (see streamConnAge), on which it
-// learns the server's run_id once, before the first acquire it carries; a
-// Cluster's (or any other client's) sends through the client, batched per
-// shard. connErr: no connection could be had, and nothing is sent;
+// prepare readies the stream for a batch. The stream of a *redis.Client (a
+// standalone or Sentinel node, or a Cluster's shard) sends on a connection
+// of its own (see streamConnAge), on which it learns the server's run_id
+// once, before the first acquire it carries; any other client's sends
+// through the client. connErr: no connection could be had, and nothing is sent;
 // guardErr: the restart guard cannot work on this node, and acquires are
 // not sent.
 func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr error) {
@@ -462,9 +459,7 @@ func (s *stream) evalMissing(ctx context.Context, batch []call) {
 			s.cmds[j] = nil
 			continue
 		}
-		argv := slices.Clone(c.o.nodeArgs(s.index))
-		argv[0], argv[1] = "eval", scripts[c.o.kind].src
-		s.cmds[j] = redis.NewCmd(ctx, argv...)
+		s.cmds[j] = redis.NewCmd(ctx, c.o.evalArgs(s.index)...)
 	}
 	s.run(ctx)
 	for j, cmd := range done {
@@ -490,9 +485,7 @@ func (s *stream) redirectMoved(ctx context.Context, batch []call) {
 		s.cmds[j] = redis.NewCmd(ctx, c.o.nodeArgs(s.index)...)
 		_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
 		if isNoScript(s.cmds[j].Err()) {
-			argv := slices.Clone(c.o.nodeArgs(s.index))
-			argv[0], argv[1] = "eval", scripts[c.o.kind].src
-			s.cmds[j] = redis.NewCmd(ctx, argv...)
+			s.cmds[j] = redis.NewCmd(ctx, c.o.evalArgs(s.index)...)
 			_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
 		}
 	}

@@ -84,7 +84,8 @@ func main() {
 	flag.Parse()
 	if *quick {
 		c = config{rounds: 5, cycles: 20, tputRounds: 1, tput: 300 * time.Millisecond, contRounds: 1,
-			cont: 500 * time.Millisecond, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5}
+			cont: 500 * time.Millisecond, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5,
+			only: c.only, match: c.match, cpuprofile: c.cpuprofile}
 	}
 	if c.only != "" || c.match != "" {
 		c.write = false

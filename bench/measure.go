@@ -55,26 +55,10 @@ type cycleSamples struct {
 // fast and slow spells alike: on this shared machine a lone loopback round
 // trip swings between about 20 and 80 µs from one second to the next.
 func measureCycles(ctx context.Context, e *env, cs []contender, rounds, cycles int, tag string) ([]cycleSamples, error) {
-	insts := make([]instance, len(cs))
-	defer func() {
-		for _, in := range insts {
-			if in != nil {
-				in.close()
-			}
-		}
-	}()
-	for i, c := range cs {
-		in, err := e.build(c, nil)
-		if err != nil {
-			return nil, err
-		}
-		insts[i] = in
-		// Warm up: connections dialled, scripts loaded.
-		for j := range 50 {
-			if err := in.cycle(ctx, fmt.Sprintf("bench:%s:warm:%d:%d", tag, i, j)); err != nil {
-				return nil, fmt.Errorf("%s: warm-up: %w", c.Name, err)
-			}
-		}
+	insts, err := warmed(ctx, cs, func(c contender) (instance, error) { return e.build(c, nil) }, 50, tag)
+	defer closeAll(insts)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]cycleSamples, len(cs))
 	keys := make([]string, cycles)
@@ -105,6 +89,34 @@ func measureCycles(ctx context.Context, e *env, cs []contender, rounds, cycles i
 		}
 	}
 	return out, ctx.Err()
+}
+
+// warmed builds an instance of every contender and warms each up with n
+// cycles (connections dialled, scripts loaded). The caller closes them
+// with closeAll, on error too.
+func warmed(ctx context.Context, cs []contender, build func(contender) (instance, error), n int, tag string) ([]instance, error) {
+	insts := make([]instance, len(cs))
+	for i, c := range cs {
+		in, err := build(c)
+		if err != nil {
+			return insts, err
+		}
+		insts[i] = in
+		for j := range n {
+			if err := in.cycle(ctx, fmt.Sprintf("bench:%s:warm:%d:%d", tag, i, j)); err != nil {
+				return insts, fmt.Errorf("%s: warm-up: %w", c.Name, err)
+			}
+		}
+	}
+	return insts, nil
+}
+
+func closeAll(insts []instance) {
+	for _, in := range insts {
+		if in != nil {
+			in.close()
+		}
+	}
 }
 
 // ---- 2: throughput ----

@@ -81,25 +81,17 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int)
 		return res, err
 	}
 	defer stop()
-	insts := make([]instance, len(cs))
-	defer func() {
-		for _, in := range insts {
-			if in != nil {
-				in.close()
-			}
-		}
-	}()
-	for i, c := range cs {
+	build := func(c contender) (instance, error) {
 		in, err := c.build(addrs, nil)
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", c.Name, err)
+			return nil, fmt.Errorf("%s: %w", c.Name, err)
 		}
-		insts[i] = in
-		for j := range 5 {
-			if err := in.cycle(ctx, fmt.Sprintf("bench:wan:warm:%d:%d", i, j)); err != nil {
-				return res, fmt.Errorf("%s: warm-up: %w", c.Name, err)
-			}
-		}
+		return in, nil
+	}
+	insts, err := warmed(ctx, cs, build, 5, "wan")
+	defer closeAll(insts)
+	if err != nil {
+		return res, err
 	}
 	locks := make([][]time.Duration, len(cs))
 	unlocks := make([][]time.Duration, len(cs))
