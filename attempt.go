@@ -9,17 +9,27 @@ import (
 	"time"
 )
 
-// Lock acquires the lock on key, waiting as long as ctx allows. After a
-// failed attempt it tries again as soon as a release of the key is
-// announced, by a notice from a node or by an Unlock in this Client, or else
-// when the retry strategy's delay has passed (never later than the
-// holder's remaining TTL). Lock calls of one Client waiting for the same
-// key are served in arrival order. It stops waiting at once when so many
-// nodes fail for good that no majority is possible ([ErrUnusable]). On
-// failure the error is a [*QuorumError] matching [ErrNotObtained], and
-// ctx's error if ctx ended the wait, or [ErrClosed]. Options: WithTTL,
-// WithRetry, WithMetadata, WithToken, WithAutoExtend, WithMaxHold,
-// WithFencing.
+// Lock acquires the lock on key, waiting as long as ctx allows.
+//
+// Waiters are served in order, across processes: after its first refused
+// attempt, a Lock takes a place in the key's wait queue on every node
+// (ordered by when it first tried), and while others wait a node grants a
+// free key only to the first of them (or to the holder re-entering). A
+// queued Lock tries again only when it is first: when a release of the key
+// names it (a notice from a majority of nodes, or an Unlock in this
+// Client), or when its look at the queue, which also refreshes its place
+// (see [WithWaiterLease]), finds it first and the key free. The retry
+// strategy paces those looks and the first waiter's retries; neither
+// waits longer than the holder's remaining TTL, or than the first waiter's
+// remaining lease when that waiter seems gone. A Lock that gives up leaves
+// the queue. A Lock of this Client that starts while the key is known to
+// be contended queues before trying.
+//
+// It stops waiting at once when so many nodes fail for good that no
+// majority is possible ([ErrUnusable]). On failure the error is a
+// [*QuorumError] matching [ErrNotObtained], and ctx's error if ctx ended
+// the wait, or [ErrClosed]. Options: WithTTL, WithRetry, WithMetadata,
+// WithToken, WithAutoExtend, WithMaxHold, WithFencing.
 //
 // The first Lock that has to wait starts one subscription per node to the
 // release notices, kept until [Client.Close].
@@ -31,9 +41,10 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	return c.lock(ctx, key, &lc)
 }
 
-// TryLock makes exactly one attempt to acquire the lock on key. On failure
-// the error is a [*QuorumError] matching [ErrNotObtained]. It takes the
-// options of Lock.
+// TryLock makes exactly one attempt to acquire the lock on key. It does
+// not take a place in the key's wait queue, and is refused ([ErrQueued] on
+// the nodes) while others wait. On failure the error is a [*QuorumError]
+// matching [ErrNotObtained]. It takes the options of Lock.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	lc, err := c.callConfig(key, toLock, opts)
 	if err != nil {
@@ -42,80 +53,228 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	l, qerr := c.attempt(ctx, key, c.redisKey(key), &lc, 1)
+	l, qerr := c.attempt(ctx, key, c.redisKey(key), &lc, 1, nil)
 	if qerr != nil {
 		return nil, qerr
 	}
 	return l, nil
 }
 
-// lock is Lock's loop: attempts, and waits between them.
+// lock is Lock's loop. Each try is an attempt or, for a queued Lock that
+// is not known to be first, a poll of the queue (which goes on to an
+// attempt when it finds the Lock first and the key free); the retry
+// strategy sees the number of failed tries and paces the next.
 func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
 	rkey := c.redisKey(key)
-	var w *waiter
+	var (
+		w     *waiter // our place in the queue, once we have one
+		qerr  *QuorumError
+		tries int           // failed tries
+		hint  time.Duration // when to look again at the latest; 0 none
+	)
 	defer func() {
 		if w != nil {
 			c.hand.leave(rkey, w)
 		}
 	}()
+	attemptNext := true
 	if c.hand.busy(rkey) {
-		// Others of this Client already wait for the key: queue behind them
-		// (unless the strategy says not to wait at all).
-		if d, ok := lc.retry(1); ok {
+		// Others wait for the key: queue first (unless the strategy says
+		// not to wait at all).
+		if _, ok := lc.retry(1); ok {
 			w = c.hand.join(rkey)
-			if err := c.wait(ctx, w, d); err != nil {
-				return nil, &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
-			}
+			attemptNext = false
 		}
 	}
-	for failed := 1; ; failed++ {
-		l, qerr := c.attempt(ctx, key, rkey, lc, failed)
-		if qerr == nil {
-			return l, nil
+	for {
+		var d time.Duration // the strategy's delay, once asked
+		asked := false
+		if !attemptNext {
+			v := c.poll(ctx, key, rkey, lc, w)
+			if v.fatal() {
+				c.dequeue(ctx, rkey, lc, w, nil)
+				return nil, v.err(qerr)
+			}
+			attemptNext = v.qerr == nil
+			if !attemptNext {
+				tries++
+				qerr, hint = v.qerr, v.hint
+			}
 		}
-		if qerr.cause != nil || qerr.unusable {
-			return nil, qerr
+		if attemptNext {
+			l, e := c.attempt(ctx, key, rkey, lc, tries+1, w)
+			if e == nil {
+				c.dequeue(ctx, rkey, lc, w, l)
+				return l, nil
+			}
+			if e.cause != nil || e.unusable {
+				c.dequeue(ctx, rkey, lc, w, nil)
+				return nil, e
+			}
+			tries++
+			qerr, hint = e, e.retryAfter
+			if w == nil {
+				// Refused once: unless the strategy gives up, take a place
+				// in the queue, and look at it.
+				var ok bool
+				if d, ok = lc.retry(tries); !ok {
+					return nil, qerr
+				}
+				asked = true
+				w = c.hand.join(rkey)
+				v := c.poll(ctx, key, rkey, lc, w)
+				if v.qerr == nil {
+					continue // first, and the key free
+				}
+				if v.fatal() {
+					c.dequeue(ctx, rkey, lc, w, nil)
+					return nil, v.err(qerr)
+				}
+				hint = v.hint
+			}
 		}
-		d, ok := lc.retry(failed)
-		if !ok {
-			return nil, qerr
+		if !asked {
+			var ok bool
+			if d, ok = lc.retry(tries); !ok {
+				c.dequeue(ctx, rkey, lc, w, nil)
+				return nil, qerr
+			}
 		}
-		if qerr.retryAfter > 0 {
-			d = min(d, qerr.retryAfter)
+		if hint > 0 {
+			d = min(d, hint)
 		}
-		if w == nil {
-			w = c.hand.join(rkey)
-		}
-		if err := c.wait(ctx, w, d); err != nil {
+		d = min(d, w.lease/3) // refresh our place in time
+		woken, err := c.wait(ctx, w, d)
+		if err != nil {
+			c.dequeue(ctx, rkey, lc, w, nil)
 			qerr.cause = err
 			return nil, qerr
 		}
+		attemptNext = woken
 	}
 }
 
-// wait sleeps until w is woken, d has passed, ctx is done or the Client is
-// closed, and returns ctx's error or ErrClosed in the last two cases.
-func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) error {
+// wait sleeps until w is woken (true), d has passed, ctx is done or the
+// Client is closed, and returns ctx's error or ErrClosed in the last two
+// cases.
+func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) (bool, error) {
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
 	case <-w.wake:
+		return true, nil
 	case <-t.C:
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	case <-c.closed:
-		return ErrClosed
+		return false, ErrClosed
 	}
-	return nil
+	return false, nil
+}
+
+// view is what a poll of the wait queue found: qerr nil when w is first on
+// a majority of nodes that have the key free; otherwise why not, and when
+// to look again at the latest (hint, 0 if no bound).
+type view struct {
+	qerr *QuorumError
+	hint time.Duration
+}
+
+// fatal reports whether the poll ends the Lock: its context ended, or no
+// majority is possible.
+func (v view) fatal() bool { return v.qerr != nil && (v.qerr.cause != nil || v.qerr.unusable) }
+
+// err is the error a Lock that a fatal poll ended returns: when the context
+// ended, the last attempt's error (last, if any) with that cause.
+func (v view) err(last *QuorumError) *QuorumError {
+	if last != nil && v.qerr.cause != nil {
+		last.cause = v.qerr.cause
+		return last
+	}
+	return v.qerr
+}
+
+// poll joins w to the key's queue on every node, or refreshes its place,
+// and tells whether w may attempt now. A node that has w first and the key
+// free counts for; any other answer against.
+func (c *Client) poll(ctx context.Context, key, rkey string, lc *lockConfig, w *waiter) view {
+	if err := ctx.Err(); err != nil {
+		return view{qerr: &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}}
+	}
+	o := &op{kind: opQueue, key: rkey, place: &w.place}
+	judge := func(_ int, r result) result {
+		switch {
+		case r.status != statusOK:
+		case !r.free:
+			r.status = statusHeld
+		case r.head != w.id:
+			r.status = statusQueued
+		}
+		return r
+	}
+	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: judge})
+	r.finish(&c.bg, nil)
+	if r.tally.won() {
+		return view{}
+	}
+	v := view{qerr: c.quorumError("lock", key, c.nodes, r, 0, ctx)}
+	if hint := c.unusable(r); hint != "" && v.qerr.cause == nil {
+		v.qerr.unusable, v.qerr.detail = true, hint
+	}
+	// First where the key is held: look again when the holder's keys are
+	// gone at the latest. Free where another is first: when that waiter's
+	// place lapses, should it be gone.
+	for _, res := range r.results {
+		var d time.Duration
+		switch {
+		case res.status == statusHeld && res.head == w.id && res.pttl >= 0:
+			d = res.pttl
+		case res.status == statusQueued:
+			d = res.left
+		default:
+			continue
+		}
+		d += time.Millisecond
+		if v.hint == 0 || d < v.hint {
+			v.hint = d
+		}
+	}
+	return v
+}
+
+// dequeue takes w's place out of the key's queue, in the background: from
+// every node after a Lock failed, or from the nodes that did not grant l
+// (a grant took it out already).
+func (c *Client) dequeue(ctx context.Context, rkey string, lc *lockConfig, w *waiter, l *Lock) {
+	if w == nil {
+		return
+	}
+	nodes := c.nodes
+	if l != nil {
+		nodes = nil
+		l.mu.Lock()
+		for i, st := range l.nodes {
+			if !st.granted {
+				nodes = append(nodes, c.nodes[i])
+			}
+		}
+		l.mu.Unlock()
+		if len(nodes) == 0 {
+			return
+		}
+	}
+	o := &op{kind: opQueue, key: rkey, place: &w.place, quiet: true}
+	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(lc.ttl)}).finish(&c.bg, nil)
 }
 
 // acquisition is what one attempt's rounds found.
 type acquisition struct {
 	key, rkey, token string
 	lc               *lockConfig
+	place            *place // in the wait queue, if queued
 	n                int    // the attempt's number within its Lock call
 	r                *round // the acquire round
 	wr               *round // the fence write-back round, with fencing
@@ -125,13 +284,17 @@ type acquisition struct {
 }
 
 // attempt is one acquisition on every node.
-func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, n int) (*Lock, *QuorumError) {
+// w is the caller's place in the key's wait queue, nil if it has none.
+func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, n int, w *waiter) (*Lock, *QuorumError) {
 	if err := ctx.Err(); err != nil {
 		return nil, &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
 	}
 	a := &acquisition{key: key, rkey: rkey, token: lc.token, lc: lc, n: n}
 	if a.token == "" {
 		a.token = rand.Text()
+	}
+	if w != nil {
+		a.place = &w.place
 	}
 	c.acquire(ctx, a)
 	if v := validity(lc.ttl, c.cfg.drift, a.start, a.end); a.won && v > 0 {
@@ -149,6 +312,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		o = newOp(opAcquireFenced, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
 		o.fence = c.propose()
 	}
+	o.place = a.place
 	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge}
 	a.start = time.Now()
 	a.r = c.send(ctx, req)

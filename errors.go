@@ -21,6 +21,10 @@ var (
 	// ErrHeld is a node's reason in a QuorumError or an Event: another token
 	// holds the key on that node.
 	ErrHeld = errors.New("redlock: held by another token")
+	// ErrQueued is a node's reason in a QuorumError or an Event: the key is
+	// free on that node, but other Lock calls wait for it (in this process
+	// or another) and the first of them goes first (see [WithWaiterLease]).
+	ErrQueued = errors.New("redlock: free, but others wait first")
 	// ErrNoKey is a node's reason in a QuorumError or an Event: Extend or
 	// Unlock found no key on that node. (If the node had granted the lock,
 	// the lock has expired: see ErrExpired.)
@@ -82,7 +86,7 @@ type QuorumError struct {
 type NodeResult struct {
 	Node string // the node's address, or "node N" for clients without one
 	// Err is nil when the node agreed. Otherwise it is ErrHeld (another
-	// token holds the key there), ErrNoKey, ErrNodeRestarted, an error for
+	// token holds the key there), ErrQueued, ErrNoKey, ErrNodeRestarted, an error for
 	// no reply in time, or the node's own error.
 	Err     error
 	Latency time.Duration // in events: from the start of the round to the node's answer; 0 without one

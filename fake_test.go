@@ -48,6 +48,86 @@ type fakeNode struct {
 	lenientWriteBack bool
 	watchers         map[int]func(channel, payload string)
 	nextWatcher      int
+	queues           map[string]map[string]fakePlace // wait queues by lock key, by waiter ID
+}
+
+// fakePlace is a waiter's entry in a fake wait queue.
+type fakePlace struct {
+	ticket int64
+	until  time.Time
+}
+
+// head is queueLua's head: it drops lapsed entries from the front of key's
+// queue and returns the first live one and its lease left. Callers hold n.mu.
+func (n *fakeNode) head(key string) (string, time.Duration) {
+	for {
+		best, bp := "", fakePlace{}
+		for id, p := range n.queues[key] {
+			if best == "" || p.ticket < bp.ticket || p.ticket == bp.ticket && id < best {
+				best, bp = id, p
+			}
+		}
+		if best == "" {
+			return "", 0
+		}
+		if left := bp.until.Sub(time.Now()); left > 0 {
+			return best, left.Truncate(time.Millisecond)
+		}
+		delete(n.queues[key], best)
+	}
+}
+
+// enqueue is queueLua's enqueue; callers hold n.mu.
+func (n *fakeNode) enqueue(key string, p *place) {
+	if n.queues == nil {
+		n.queues = map[string]map[string]fakePlace{}
+	}
+	if n.queues[key] == nil {
+		n.queues[key] = map[string]fakePlace{}
+	}
+	n.queues[key][p.id] = fakePlace{ticket: p.ticket, until: time.Now().Add(p.lease)}
+}
+
+// queueGate is gateLua's gate: nil when a free key may be granted to p (nil: a
+// caller not queued), else the queue's refusal. Callers hold n.mu.
+func (n *fakeNode) queueGate(key string, p *place) *result {
+	if p != nil {
+		n.enqueue(key, p)
+	}
+	h, left := n.head(key)
+	switch {
+	case h == "":
+		return nil
+	case p == nil || h != p.id:
+		return &result{status: statusQueued, head: h, left: left}
+	}
+	delete(n.queues[key], h)
+	return nil
+}
+
+// queue is queueSrc: join, refresh or (quiet) leave, and report.
+func (n *fakeNode) queue(o *op) result {
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	first, _ := n.head(o.key)
+	if o.quiet {
+		delete(n.queues[o.key], o.place.id)
+	} else {
+		n.enqueue(o.key, o.place)
+	}
+	h, left := n.head(o.key)
+	e, held := n.get(o.key)
+	n.mu.Unlock()
+	res := result{status: statusOK, head: h, left: left, free: !held, pttl: -1}
+	if held && !e.expires.IsZero() {
+		res.pttl = e.expires.Sub(time.Now())
+	}
+	if o.quiet && first == o.place.id && h != "" && !held && !n.noNotices {
+		n.publish(o.key, o.place.id+"\x00"+h)
+	}
+	return res
 }
 
 func (n *fakeNode) watch(_ string, deliver func(channel, payload string)) (stop func()) {
@@ -172,9 +252,11 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	}
 	switch o.kind {
 	case opAcquire:
-		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl))
+		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl, o.place))
 	case opAcquireFenced:
-		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl, o.fence))
+		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl, o.fence, o.place))
+	case opQueue:
+		return n.queue(o)
 	case opFenceWrite:
 		return n.fenceWrite(o.key, o.token, o.fence)
 	case opExtend:
@@ -206,7 +288,7 @@ func (n *fakeNode) restart() {
 // acquireFenced is acquireFencedSrc: acquire, and on a grant set the fence
 // counter to the proposal when that is larger, or else advance it to the
 // next value ≡ the node's index (mod 64).
-func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, proposal int64) result {
+func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, proposal int64, p *place) result {
 	n.fenceMu.Lock() // one script at a time, like Redis
 	defer n.fenceMu.Unlock()
 	n.mu.Lock()
@@ -228,7 +310,7 @@ func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, pr
 		}
 		return result{err: errors.New("FENCE redlock: fence counter would pass 2^53")}
 	}
-	res := n.acquire(key, token, value, ttl)
+	res := n.acquire(key, token, value, ttl, p)
 	if res.ok() {
 		n.set(fenceKey(key), fmt.Sprint(f), -1)
 		res.fence = f
@@ -276,7 +358,7 @@ func (n *fakeNode) counter(key string) (int64, bool) {
 	return c, err == nil && c >= 0
 }
 
-func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
+func (n *fakeNode) acquire(key, token, value string, ttl time.Duration, p *place) result {
 	n.mu.Lock()
 	gate := n.acqGate
 	n.mu.Unlock()
@@ -294,11 +376,17 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration) result {
 	e, ok := n.get(key)
 	switch {
 	case !ok:
+		if refused := n.queueGate(key, p); refused != nil {
+			return *refused
+		}
 		n.keys[key] = fakeEntry{value: value, expires: time.Now().Add(ttl.Truncate(time.Millisecond))}
 		return result{status: statusOK}
 	case owns(e.value, token):
 		n.keys[key] = fakeEntry{value: value, expires: time.Now().Add(ttl.Truncate(time.Millisecond))}
 		return result{status: statusRefreshed}
+	}
+	if p != nil {
+		n.enqueue(key, p)
 	}
 	holder, _, _ := strings.Cut(e.value, "\x00")
 	if e.expires.IsZero() {
@@ -352,9 +440,16 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 		e.expires = time.Now().Add(cooldown)
 		n.keys[key] = e
 	}
+	if mine && cooldown == 0 && publish {
+		res.head, _ = n.head(key)
+	}
 	n.mu.Unlock()
 	if mine && cooldown == 0 && publish && !n.noNotices {
-		n.publish(key, token)
+		payload := token
+		if res.head != "" {
+			payload += "\x00" + res.head
+		}
+		n.publish(key, payload)
 	}
 	return res
 }

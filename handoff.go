@@ -1,39 +1,59 @@
 package redlock
 
 import (
+	"crypto/rand"
 	"strings"
 	"sync"
+	"time"
 )
 
-// handoff lets a waiting Lock try again as soon as the key is released,
-// instead of only sleeping. Releases are announced two ways: an Unlock in
-// this Client wakes the first waiter for the key directly, and the release
-// script publishes the released token on the key's channel
-// (prefix{key}:released), which the Client hears through one pattern
-// subscription per node, started by the first waiter and kept until Close.
+// handoff is the Client's side of the wait queues (the nodes' side is in
+// script.go: queueLua). A Lock refused once takes a place in the key's
+// queue on every node: an ID and a ticket, chosen once, so that every node
+// orders the same waiters the same way; it refreshes its place while it
+// waits, and tries again only when it is first (see Client.lock). A node
+// grants a free key only to the first waiter, so the queue spans every
+// process that locks the key, and this Client's waiters are ordered by it
+// like any others: tickets of one Client strictly increase.
 //
-// A notice wakes only when a majority of nodes have announced the same
-// release. Waiters of one Client queue per key in arrival order and only the
-// first is woken, so a release causes one attempt, not one per waiter, and a Lock
-// that arrives while others wait queues behind them instead of barging in.
-// Notices can be lost (a subscription reconnecting, a node down); every
-// waiter also has its retry timer, bounded by the holder's remaining TTL.
+// Releases wake only the first waiter. The release script publishes the
+// released token and the first waiter's ID on the key's channel
+// (prefix{key}:released), which every Client with waiters hears through
+// one pattern subscription per node, started by its first waiter and kept
+// until Close; an Unlock in this Client reads the same ID from the nodes'
+// replies. A waiter is woken when a majority of nodes have announced the
+// same release, by the ID most of them named. Notices can be lost (a
+// subscription reconnecting, a node down); every waiter also polls the
+// queue on a timer, which refreshes its place too.
 type handoff struct {
-	c       *Client
-	mu      sync.Mutex
-	queues  map[string]*waitQueue // by Redis key
-	started bool                  // subscriptions started (or Client closed)
-	stops   []func()
+	c          *Client
+	mu         sync.Mutex
+	queues     map[string]*waitQueue // by Redis key
+	started    bool                  // subscriptions started (or Client closed)
+	stops      []func()
+	lastTicket int64
 }
 
 type waitQueue struct {
-	waiters      []*waiter
-	holder       string         // token of this Client's lock on the key, while held
-	lastReleased string         // token of this Client's last release of the key
-	notices      map[string]int // release notices heard per token
+	waiters      map[string]*waiter // this Client's, by ID
+	holder       string             // token of this Client's lock on the key, while held
+	lastReleased string             // token of this Client's last release of the key
+	notices      map[string]*heard  // release notices heard, per released token
+	// contended: until then, Lock calls of this Client queue at once
+	// instead of trying first: the key's last release that this Client
+	// saw found others waiting.
+	contended time.Time
 }
 
+// heard counts the notices of one release, and the waiters they named.
+type heard struct {
+	n     int
+	named []string
+}
+
+// waiter is one waiting Lock call.
 type waiter struct {
+	place
 	wake chan struct{} // buffered: a wake is kept until the waiter looks
 }
 
@@ -42,15 +62,20 @@ func (h *handoff) init(c *Client) {
 	h.queues = make(map[string]*waitQueue)
 }
 
-// busy reports whether Lock calls of this Client wait for rkey.
+// busy reports whether Lock calls for rkey should queue before trying:
+// others of this Client wait for it, or its last release found a queue.
 func (h *handoff) busy(rkey string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
-	return q != nil && len(q.waiters) > 0
+	if q == nil {
+		return false
+	}
+	return len(q.waiters) > 0 || time.Now().Before(q.contended)
 }
 
-// join queues a new waiter for rkey, starting the subscriptions on first use.
+// join registers a new waiter for rkey, with a ticket above every ticket
+// this Client issued before, and starts the subscriptions on first use.
 func (h *handoff) join(rkey string) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -61,35 +86,36 @@ func (h *handoff) join(rkey string) *waiter {
 			h.stops = append(h.stops, n.watch(pattern, h.notice))
 		}
 	}
-	q := h.queues[rkey]
-	if q == nil {
-		q = &waitQueue{}
-		h.queues[rkey] = q
-	}
-	w := &waiter{wake: make(chan struct{}, 1)}
-	q.waiters = append(q.waiters, w)
+	h.lastTicket = max(time.Now().UnixMicro(), h.lastTicket+1)
+	w := &waiter{place: place{id: rand.Text(), ticket: h.lastTicket, lease: h.c.cfg.lease}, wake: make(chan struct{}, 1)}
+	h.queue(rkey).waiters[w.id] = w
 	return w
 }
 
-// leave removes w from rkey's queue. A wake that w did not use passes on to
-// the next waiter.
+// queue returns rkey's queue, made if need be; callers hold h.mu.
+func (h *handoff) queue(rkey string) *waitQueue {
+	q := h.queues[rkey]
+	if q == nil {
+		q = &waitQueue{waiters: map[string]*waiter{}}
+		h.queues[rkey] = q
+	}
+	return q
+}
+
+// leave unregisters w.
 func (h *handoff) leave(rkey string, w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	q := h.queues[rkey]
-	if q == nil {
-		return
+	if q := h.queues[rkey]; q != nil {
+		delete(q.waiters, w.id)
+		h.forget(rkey, q)
 	}
-	for i, x := range q.waiters {
-		if x == w {
-			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
-			if i == 0 && len(w.wake) > 0 {
-				q.wakeFirst()
-			}
-			break
-		}
-	}
-	if len(q.waiters) == 0 && q.holder == "" {
+}
+
+// forget drops rkey's queue when nothing in it matters any more; callers
+// hold h.mu.
+func (h *handoff) forget(rkey string, q *waitQueue) {
+	if len(q.waiters) == 0 && q.holder == "" && !time.Now().Before(q.contended) {
 		delete(h.queues, rkey)
 	}
 }
@@ -104,31 +130,35 @@ func (h *handoff) acquired(rkey, token string) {
 	}
 }
 
-// released hands rkey to the first waiter after this Client released it.
-func (h *handoff) released(rkey, token string) {
+// released handles this Client's release of rkey: the nodes named head as
+// the first waiter (or none), whom it wakes if it is this Client's.
+func (h *handoff) released(rkey, token, head string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
 	if q == nil {
-		return
+		if head == "" {
+			return
+		}
+		q = h.queue(rkey)
 	}
 	if q.holder == token {
 		q.holder = ""
 	}
 	q.lastReleased = token
-	q.wakeFirst()
-	if len(q.waiters) == 0 {
-		delete(h.queues, rkey)
-	}
+	q.wakeNamed(head, h.c.cfg.lease)
+	h.forget(rkey, q)
 }
 
-// notice handles a release published by a node. The first waiter is woken
-// when a majority of nodes have announced the release of the same token:
-// then the lock can be had. Waking at the first notice would send the
-// attempt while most nodes still hold the key; a competitor releasing a
-// partial grant (a minority of nodes) wakes nobody.
-func (h *handoff) notice(channel, token string) {
+// notice handles a release published by a node: the released token, and
+// after a NUL the first waiter's ID if any waits. When a majority of nodes
+// have announced the release of the same token, the lock can be had: the
+// waiter most of them named is woken, if it is this Client's. Waking at the
+// first notice would send the attempt while most nodes still hold the key;
+// a competitor releasing a partial grant publishes nothing.
+func (h *handoff) notice(channel, payload string) {
 	rkey := strings.TrimSuffix(channel, releaseSuffix)
+	token, head, _ := strings.Cut(payload, "\x00")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
@@ -136,21 +166,62 @@ func (h *handoff) notice(channel, token string) {
 		return // nobody waits, we hold it, or our own release, handled already
 	}
 	if q.notices == nil || len(q.notices) > 64 { // tokens are unique: forget old ones
-		q.notices = make(map[string]int)
+		q.notices = make(map[string]*heard)
 	}
-	q.notices[token]++
-	if q.notices[token] == h.c.quorum() {
-		q.wakeFirst()
+	n := q.notices[token]
+	if n == nil {
+		n = &heard{}
+		q.notices[token] = n
+	}
+	n.n++
+	if head != "" {
+		n.named = append(n.named, head)
+	}
+	if n.n == h.c.quorum() {
+		q.wakeNamed(mostNamed(n.named), h.c.cfg.lease)
 	}
 }
 
-func (q *waitQueue) wakeFirst() {
-	if len(q.waiters) > 0 {
+// wakeNamed wakes this Client's waiter with ID head, if any; with no head
+// named, the first of this Client's waiters (one that has not joined the
+// nodes' queues yet). It notes whether others wait.
+func (q *waitQueue) wakeNamed(head string, lease time.Duration) {
+	var w *waiter
+	if head != "" {
+		q.contended = time.Now().Add(lease)
+		w = q.waiters[head]
+	} else {
+		q.contended = time.Time{}
+		for _, x := range q.waiters {
+			if w == nil || x.ticket < w.ticket {
+				w = x
+			}
+		}
+	}
+	if w != nil {
 		select {
-		case q.waiters[0].wake <- struct{}{}:
+		case w.wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// mostNamed returns the ID named most often ("" for none), the earliest
+// named on a tie.
+func mostNamed(ids []string) string {
+	best, most := "", 0
+	for i, id := range ids {
+		n := 0
+		for _, x := range ids[i:] {
+			if x == id {
+				n++
+			}
+		}
+		if n > most {
+			best, most = id, n
+		}
+	}
+	return best
 }
 
 // close stops the subscriptions and waits for them.

@@ -30,6 +30,7 @@ const (
 	statusRefreshed               // acquire found our own token (re-entry) and refreshed it
 	statusHeld                    // another token holds the key
 	statusAbsent                  // extend or release found no key: it had expired
+	statusQueued                  // acquire found the key free, but another waiter first in its queue
 )
 
 // result is one node's outcome.
@@ -47,7 +48,13 @@ type result struct {
 	// guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
 	guarded bool
-	err     error // statusFailed only
+	// head: the first waiter in the key's queue, from a queue op, a
+	// refusal (statusQueued) or a release; left: its lease left; free: a
+	// queue op found no key.
+	head string
+	left time.Duration
+	free bool
+	err  error // statusFailed only
 }
 
 func (r result) ok() bool { return !r.guarded && (r.status == statusOK || r.status == statusRefreshed) }
@@ -65,6 +72,8 @@ func (r result) reason() error {
 		return ErrNodeRestarted
 	case r.status == statusHeld:
 		return ErrHeld
+	case r.status == statusQueued:
+		return ErrQueued
 	case r.status == statusAbsent:
 		return ErrNoKey
 	case r.undecided():
@@ -222,6 +231,17 @@ func decode(k opKind, cmd *redis.Cmd) result {
 		return inspectReply(cmd.Slice())
 	case opAcquire, opAcquireFenced:
 		return acquireReply(cmd.Result())
+	case opQueue:
+		return queueReply(cmd.Slice())
+	case opRelease:
+		if reply, ok := cmd.Val().([]any); ok { // {1, head}
+			if len(reply) == 2 && reply[0] == int64(1) {
+				if head, ok := reply[1].(string); ok {
+					return result{status: statusOK, head: head}
+				}
+			}
+			return result{err: fmt.Errorf("unexpected release reply %v", reply)}
+		}
 	}
 	r, err := cmd.Int64()
 	if err != nil {
@@ -262,6 +282,14 @@ func acquireReply(reply any, err error) result {
 			return result{status: statusRefreshed}
 		}
 	case []any:
+		if len(r) == 3 { // the queue's refusal: {−(head's lease left + 1), '', head}
+			code, _ := r[0].(int64)
+			head, _ := r[2].(string)
+			if code < 0 && head != "" {
+				return result{status: statusQueued, head: head, left: time.Duration(-code-1) * time.Millisecond}
+			}
+			break
+		}
 		if len(r) != 2 {
 			break
 		}
@@ -288,6 +316,28 @@ func acquireReply(reply any, err error) result {
 		}
 	}
 	return result{err: fmt.Errorf("unexpected acquire reply %v", reply)}
+}
+
+// queueReply decodes a queue op's {head or ”, head's lease left ms, key's
+// PTTL (−2: no key)}: status OK (the node answered), with head, left and
+// free; pttl is the key's, −1 when it has none.
+func queueReply(reply []any, err error) result {
+	if err != nil {
+		return result{err: err}
+	}
+	if len(reply) == 3 {
+		head, ok1 := reply[0].(string)
+		left, ok2 := reply[1].(int64)
+		pttl, ok3 := reply[2].(int64)
+		if ok1 && ok2 && ok3 {
+			res := result{status: statusOK, head: head, left: time.Duration(left) * time.Millisecond, free: pttl == -2, pttl: -1}
+			if pttl >= 0 {
+				res.pttl = time.Duration(pttl) * time.Millisecond
+			}
+			return res
+		}
+	}
+	return result{err: fmt.Errorf("unexpected queue reply %v", reply)}
 }
 
 // ownerReply decodes the 1 / 0 / −1 replies of extend and release.
@@ -353,7 +403,7 @@ func permanent(err error) (hint string, ok bool) {
 	switch {
 	case has("NOGUARD"):
 		return "the restart guard needs INFO server: allow INFO to the node's ACL user, or pass WithRestartGuard(0) (test servers such as miniredis; nodes with appendfsync always)", true
-	case has("NOPERM"):
+	case has("NOPERM"), strings.Contains(msg, "can't run this command"):
 		return "the node's ACL user lacks a permission the scripts need (docs/operations.md has the ACL line)", true
 	case has("READONLY"):
 		return "the node is a read-only replica: give redlock masters", true

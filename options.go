@@ -31,6 +31,11 @@ const (
 	// validity left, so that the work has that long to stop before another
 	// client can take the lock.
 	endMarginDivisor = 10
+	// A waiting Lock's place in a key's wait queue lapses after this long
+	// without a refresh; a waiter refreshes it every lease/3.
+	defaultWaiterLease = time.Second
+	minWaiterLease     = 10 * time.Millisecond
+	maxWaiterLease     = time.Hour
 )
 
 // defaultRetry is the strategy Lock uses when none is given: a random delay
@@ -47,6 +52,7 @@ type config struct {
 	observers   []Observer
 	guard       time.Duration // restart guard period; 0 off
 	guardSet    bool
+	lease       time.Duration // a waiter's entry in a wait queue lives this long unrefreshed
 }
 
 // lockConfig is one lock's settings.
@@ -67,6 +73,7 @@ func defaultConfig() config {
 		lock:   lockConfig{ttl: defaultTTL, retry: defaultRetry, maxHold: defaultMaxHold},
 		drift:  defaultDriftFactor,
 		prefix: defaultKeyPrefix,
+		lease:  defaultWaiterLease,
 	}
 }
 
@@ -293,6 +300,23 @@ func WithRestartGuard(period time.Duration) Option {
 			return invalid("restart guard period %v outside [0, %v]", period, maxTTL)
 		}
 		c.guard, c.guardSet = period, true
+		return nil
+	})
+}
+
+// WithWaiterLease sets how long a waiting Lock's place in a key's wait
+// queue lasts on a node without a refresh. A Lock that was refused once
+// queues for the key on every node, in the order of its first attempt, and
+// refreshes its place every lease/3 while it waits (see [Client.Lock]); a
+// waiter that dies or is paused for longer than the lease loses its place,
+// so it holds up the waiters behind it for at most one lease. It must be
+// in [10 ms, 1 h]; the default is 1 s. It applies to New.
+func WithWaiterLease(d time.Duration) Option {
+	return clientOption("WithWaiterLease", func(c *config) error {
+		if d < minWaiterLease || d > maxWaiterLease {
+			return invalid("waiter lease %v outside [%v, %v]", d, minWaiterLease, maxWaiterLease)
+		}
+		c.lease = d
 		return nil
 	})
 }

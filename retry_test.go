@@ -39,22 +39,34 @@ func TestRetryStrategies(t *testing.T) {
 	check("LimitRetry(0)", LimitRetry(RandomBackoff(ms, ms), 0), 1, 0, 0, false)
 }
 
-// attemptTimes records when each acquisition attempt of a Client started.
-type attemptTimes struct {
-	mu    sync.Mutex
-	start []time.Time
+// tryTimes records when each try of Lock reached a fake node: an acquire,
+// or a look at the wait queue (a refused first attempt's join, at the same
+// instant in virtual time, is part of that try). Install it with watch
+// before the node is used.
+type tryTimes struct {
+	mu       sync.Mutex
+	start    []time.Time
+	acquires int
 }
 
-func (a *attemptTimes) Observe(e Event) {
-	if e.Kind == EventAcquire {
+func (a *tryTimes) watch(n *fakeNode) {
+	n.hold = func(o *op) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		a.start = append(a.start, time.Now().Add(-e.Duration))
+		switch {
+		case o.kind == opAcquire:
+			a.acquires++
+		case o.kind != opQueue || o.quiet:
+			return
+		}
+		if now := time.Now(); len(a.start) == 0 || !now.Equal(a.start[len(a.start)-1]) {
+			a.start = append(a.start, now)
+		}
 	}
 }
 
-// gaps returns the time between consecutive attempts.
-func (a *attemptTimes) gaps() []time.Duration {
+// gaps returns the time between consecutive tries.
+func (a *tryTimes) gaps() []time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var g []time.Duration
@@ -65,9 +77,10 @@ func (a *attemptTimes) gaps() []time.Duration {
 }
 
 // TestLockWaitsAsTheStrategySays: against a holder whose keys never expire,
-// Lock waits exactly the strategy's delays between attempts, in virtual
-// time, and gives up when it says so; the default strategy waits a random
-// 10–200 ms until the caller's context ends.
+// Lock waits exactly the strategy's delays between tries, in virtual time
+// (after the first attempt, each try is a look at the wait queue: the key
+// is held), and gives up when it says so; the default strategy waits a
+// random 10–200 ms until the caller's context ends.
 func TestLockWaitsAsTheStrategySays(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
@@ -91,8 +104,9 @@ func TestLockWaitsAsTheStrategySays(t *testing.T) {
 				for _, f := range fakes {
 					f.set("redlock:{k}", "other", -1)
 				}
-				times := &attemptTimes{}
-				c := newTestClient(t, fakes, WithObserver(times.Observe))
+				times := &tryTimes{}
+				times.watch(fakes[0])
+				c := newTestClient(t, fakes)
 				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 				defer cancel()
 				var opts []Option
@@ -102,6 +116,7 @@ func TestLockWaitsAsTheStrategySays(t *testing.T) {
 				_, err := c.Lock(ctx, "k", opts...)
 				require.ErrorIs(t, err, ErrNotObtained)
 				gaps := times.gaps()
+				require.Equal(t, 1, times.acquires, "attempts: one, then looks at the queue while the key is held")
 				if tc.strategy == nil {
 					require.ErrorIs(t, err, context.DeadlineExceeded, "the default retries until the context ends")
 					require.Greater(t, len(gaps), 10, "2 s of retries at most 200 ms apart")
@@ -145,12 +160,15 @@ func TestLockRetries(t *testing.T) {
 			for _, f := range fakes {
 				f.set("redlock:{k}", "other", -1)
 			}
+			times := &tryTimes{}
+			times.watch(fakes[0])
 			c := newTestClient(t, fakes)
 			_, err := c.Lock(t.Context(), "k", WithRetry(LimitRetry(RandomBackoff(time.Millisecond, time.Millisecond), 2)))
 			require.ErrorIs(t, err, ErrNotObtained)
 			require.NotErrorIs(t, err, context.Canceled)
 			c.bg.Wait() // fail-fast may return before every node was called
-			require.EqualValues(t, 3, fakes[0].calls.Load(), "attempts")
+			require.Len(t, times.start, 3, "tries: an attempt, then two looks at the queue")
+			require.Equal(t, 1, times.acquires, "attempts")
 		})
 	})
 	t.Run("cancelled while waiting", func(t *testing.T) {
@@ -167,7 +185,7 @@ func TestLockRetries(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			var qe *QuorumError
 			require.ErrorAs(t, err, &qe)
-			require.Len(t, qe.Nodes, 3, "the last attempt's node errors")
+			require.Len(t, qe.Nodes, 3, "the last attempt's node errors: %v", err)
 		})
 	})
 }

@@ -21,16 +21,91 @@ import (
 
 // The scripts. Each takes the lock key as KEYS[1].
 
+// The wait queue. Each lock key has, on every node, a queue of waiters:
+// KEYS[1]..":queue", a sorted set of waiter IDs scored by ticket (a number
+// the waiter chose once, the same on every node), and KEYS[1]..":lease", the
+// same IDs scored by the node time (ms) at which the entry lapses unless
+// its waiter refreshes it. Both keys carry a TTL as long as the newest
+// lease, so a queue whose waiters all died disappears. (The queue keys share
+// the lock key's hash tag, so Cluster nodes have them in its slot.)
+//
+// While the queue holds a live entry, a free key is granted only to the
+// waiter at its head (the lowest ticket; equal tickets by ID), or to the
+// holder re-entering. The queue only decides who may try: a grant is still
+// the key set to the holder's token on a majority.
+//
+// queueLua is the functions the scripts that touch the queue share: head
+// drops lapsed entries from the front and returns the first live one with
+// its lease left (ms), enqueue adds or refreshes an entry.
+const queueLua = `
+local function qkeys() return KEYS[1] .. ':queue', KEYS[1] .. ':lease' end
+local function now()
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function head(q, l, t)
+	while true do
+		local h = redis.call('ZRANGE', q, 0, 0)[1]
+		if not h then return false, 0 end
+		local until_ = tonumber(redis.call('ZSCORE', l, h) or '0')
+		if until_ > t then return h, until_ - t end
+		redis.call('ZREM', q, h)
+		redis.call('ZREM', l, h)
+	end
+end
+local function enqueue(q, l, t, id, ticket, lease)
+	redis.call('ZADD', q, ticket, id)
+	redis.call('ZADD', l, t + lease, id)
+	if redis.call('PTTL', l) < lease then
+		redis.call('PEXPIRE', q, lease)
+		redis.call('PEXPIRE', l, lease)
+	end
+end
+local function leave(q, l, id)
+	redis.call('ZREM', q, id)
+	redis.call('ZREM', l, id)
+end
+`
+
+// gateLua decides whether a free key may be granted: gate returns nil when
+// it may (and takes the waiter's entry out of the queue), or the refusal
+// {−(head's lease left + 1), ”, head}. A waiter with a ticket (not '0')
+// is queued (or refreshed) first, so that a node that had lost its entry
+// puts it back where its ticket says; requeue does that alone, for a
+// refusal because another token holds the key. id is ” and ticket '0'
+// for a caller not queued (a first attempt), which pays one EXISTS.
+const gateLua = `
+local function gate(id, ticket, lease)
+	local q, l = qkeys()
+	if ticket == '0' and redis.call('EXISTS', q) == 0 then return nil end
+	local t = now()
+	if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
+	local h, left = head(q, l, t)
+	if h and h ~= id then return {-1 - left, '', h} end
+	if h then leave(q, l, h) end
+	return nil
+end
+local function requeue(id, ticket, lease)
+	if ticket ~= '0' then
+		local q, l = qkeys()
+		enqueue(q, l, now(), id, ticket, tonumber(lease))
+	end
+end
+`
+
 // acquireSrc takes the lock or re-enters it.
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] waiter ID,
+// ARGV[5] ticket, ARGV[6] lease ms (see gateLua).
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
 // refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
-// holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms. The
-// holder's token lets a waiter tell a holder with a majority from a split
-// vote; it never leaves the library.
-const acquireSrc = `
+// holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms, or
+// the queue's refusal (gateLua). The holder's token lets a waiter tell a
+// holder with a majority from a split vote; it never leaves the library.
+var acquireSrc = queueLua + gateLua + `
 local v = redis.call('GET', KEYS[1])
 if not v then
+	local refused = gate(ARGV[4], ARGV[5], ARGV[6])
+	if refused then return refused end
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end
@@ -38,9 +113,30 @@ if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 2
 end
+requeue(ARGV[4], ARGV[5], ARGV[6])
 local nul = string.find(v, '\0', 1, true)
 if nul then v = string.sub(v, 1, nul - 1) end
 return {-1 - redis.call('PTTL', KEYS[1]), v}
+`
+
+// queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
+// out, and reports the queue and the key.
+// ARGV[1] waiter ID, ARGV[2] ticket (0: leave), ARGV[3] lease ms.
+// Reply: {head or ”, head's lease left ms, the key's PTTL (−2: no key)}.
+// A waiter that leaves from the head of the queue while the key is free
+// publishes {ID, NUL, new head} on the key's release channel, as a release
+// does, so that the new head need not wait for its timer.
+var queueSrc = queueLua + `
+local q, l = qkeys()
+local t = now()
+local first = head(q, l, t)
+if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
+local h, left = head(q, l, t)
+local pttl = redis.call('PTTL', KEYS[1])
+if ARGV[2] == '0' and first == ARGV[1] and h and pttl == -2 then
+	redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1] .. '\0' .. h)
+end
+return {h or '', left, pttl}
 `
 
 // extendSrc resets the TTL of a key we hold; it never re-creates one.
@@ -55,20 +151,30 @@ return 1
 `
 
 // releaseSrc deletes a key we hold and publishes the token on the key's
-// release channel (KEYS[1]..":released") for waiters; or, with a cooldown,
+// release channel (KEYS[1]..":released") for waiters, followed by NUL and
+// the head of the key's wait queue when there is one; or, with a cooldown,
 // leaves the key in place to expire cooldown ms from now, keeping other
 // tokens out until then.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] 1 to
 // publish (an Unlock), 0 not (taking back a failed attempt's grants, which
 // released no lock anyone held).
-// Reply: 1 released; 0 key absent (expired); −1 another token holds it.
-const releaseSrc = `
+// Reply: 1 released, or {1, head} when a published release found a queue;
+// 0 key absent (expired); −1 another token holds it.
+var releaseSrc = queueLua + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 if ARGV[2] == '0' then
 	redis.call('DEL', KEYS[1])
-	if ARGV[3] == '1' then redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1]) end
+	if ARGV[3] == '1' then
+		local q, l = qkeys()
+		local h = redis.call('EXISTS', q) == 1 and head(q, l, now())
+		if h then
+			redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1] .. '\0' .. h)
+			return {1, h}
+		end
+		redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
+	end
 else
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -85,16 +191,21 @@ return 1
 // The counter is checked before anything is written (a script that fails
 // half-way keeps its writes).
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
-// modulus, ARGV[6] proposal (0: none).
+// modulus, ARGV[6] proposal (0: none), ARGV[7..9] the waiter as
+// acquireSrc's ARGV[4..6].
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-const acquireFencedSrc = `
+var acquireFencedSrc = queueLua + gateLua + `
 local v = redis.call('GET', KEYS[1])
 local code = 1
-if v then
+if not v then
+	local refused = gate(ARGV[7], ARGV[8], ARGV[9])
+	if refused then return refused end
+else
 	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 		code = 2
 	else
+		requeue(ARGV[7], ARGV[8], ARGV[9])
 		local nul = string.find(v, '\0', 1, true)
 		if nul then v = string.sub(v, 1, nul - 1) end
 		return {-1 - redis.call('PTTL', KEYS[1]), v}
@@ -154,6 +265,7 @@ const (
 	opInspect
 	opAcquireFenced
 	opFenceWrite
+	opQueue
 )
 
 // fenceModulus: node i's fence counter only takes values ≡ i (mod 64), and
@@ -171,10 +283,10 @@ type script struct {
 	src, sha any
 }
 
-var scripts = func() [6]script {
-	var s [6]script
+var scripts = func() [7]script {
+	var s [7]script
 	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
-		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc} {
+		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc} {
 		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	return s
@@ -189,10 +301,29 @@ type op struct {
 	key, token, value string
 	ttl               time.Duration // TTL, or cooldown for release
 	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal
-	quiet             bool          // opRelease: publish no notice
+	quiet             bool          // opRelease: publish no notice; opQueue: leave the queue
+	place             *place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
 
-	argv [11]any // EVALSHA sha numkeys keys… args…, built by encode
+	argv [14]any // EVALSHA sha numkeys keys… args…, built by encode
 	argc int
+}
+
+// place is a waiter's place in a key's wait queue (see queueLua): its ID
+// and ticket, the same on every node, and how long its entry lives there
+// without a refresh.
+type place struct {
+	id     string
+	ticket int64
+	lease  time.Duration
+}
+
+// args returns the place's script arguments: ID, ticket, lease in ms; for
+// a caller not queued (nil), constants that cost no allocation.
+func (p *place) args() (id, ticket, lease any) {
+	if p == nil {
+		return "", 0, 0
+	}
+	return p.id, p.ticket, p.lease.Milliseconds()
 }
 
 func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
@@ -216,7 +347,8 @@ func (o *op) encode() {
 	}
 	switch o.kind {
 	case opAcquire:
-		set(1, o.key, o.token, o.value, ms)
+		id, ticket, lease := o.place.args()
+		set(1, o.key, o.token, o.value, ms, id, ticket, lease)
 	case opExtend:
 		set(1, o.key, o.token, ms)
 	case opRelease:
@@ -228,9 +360,16 @@ func (o *op) encode() {
 	case opInspect:
 		set(2, o.key, fenceKey(o.key))
 	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
-		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence)
+		id, ticket, lease := o.place.args()
+		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence, id, ticket, lease)
 	case opFenceWrite:
 		set(2, fenceKey(o.key), o.key, o.fence, o.token)
+	case opQueue:
+		id, ticket, lease := o.place.args()
+		if o.quiet {
+			ticket = 0
+		}
+		set(1, o.key, id, ticket, lease)
 	}
 }
 

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -28,7 +29,7 @@ import (
 // and CLIENT SETINFO on Redis 7.2 and later, whose refusal it ignores; AUTH
 // is always allowed.)
 const aclLine = "on >%s resetkeys ~redlock:* resetchannels &redlock:{*}:released -@all " +
-	"+evalsha +eval +get +set +pttl +pexpire +del +publish +info +psubscribe +punsubscribe +ping +hello"
+	"+evalsha +eval +get +set +pttl +pexpire +del +publish +exists +time +zadd +zrange +zscore +zrem +info +psubscribe +punsubscribe +ping +hello"
 
 // certs writes a CA and a server certificate for 127.0.0.1, signed by it,
 // into dir, and returns the CA pool for clients.
@@ -176,7 +177,8 @@ func TestTLSAndACL(t *testing.T) {
 
 // TestACLMissingPermission: a node whose user lacks a command the scripts
 // need fails with the server's permission error and grants nothing; the
-// other nodes decide, and without a majority the lock is refused.
+// other nodes decide, and without a majority the lock is refused, and a
+// Lock stops waiting at once (ErrUnusable).
 func TestACLMissingPermission(t *testing.T) {
 	nodes, pool := startTLSNodes(t, 3)
 	for _, n := range nodes {
@@ -198,6 +200,12 @@ func TestACLMissingPermission(t *testing.T) {
 	var qe *redlock.QuorumError
 	if !errors.Is(err, redlock.ErrNotObtained) || !errors.As(err, &qe) || !strings.Contains(err.Error(), "can't run this command") {
 		t.Fatalf("got %v, want ErrNotObtained naming the missing permission", err)
+	}
+	// Lock does not wait for a majority that cannot be: it stops at once.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := c2.Lock(ctx, key); !errors.Is(err, redlock.ErrUnusable) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with two nodes refusing a command: got %v, want ErrUnusable", err)
 	}
 	for _, n := range plain {
 		if k, _ := Admin(t, n).Exists(t.Context(), RedisKey(key)).Result(); k != 0 {
