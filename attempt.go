@@ -71,15 +71,19 @@ func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, e
 	rkey := c.redisKey(key)
 	var (
 		w     *waiter // our place in the queue, once we have one
-		qerr  *QuorumError
-		tries int           // failed tries
-		hint  time.Duration // when to look again at the latest; 0 none
+		tries int     // failed tries
+		last  failure // the last failed try
 	)
 	defer func() {
 		if w != nil {
 			c.hand.leave(rkey, w)
 		}
 	}()
+	// giveUp leaves the queue and returns the last failure, with cause.
+	giveUp := func(cause error) (*Lock, error) {
+		c.dequeue(ctx, rkey, lc, w)
+		return nil, last.err(c, key, ctx, cause)
+	}
 	attemptNext := true
 	if c.hand.busy(rkey) {
 		// Others wait for the key: queue first (unless the strategy says
@@ -93,65 +97,64 @@ func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, e
 		var d time.Duration // the strategy's delay, once asked
 		asked := false
 		if !attemptNext {
-			v := c.poll(ctx, key, rkey, lc, w)
-			if v.fatal() {
-				c.dequeue(ctx, rkey, lc, w, nil)
-				return nil, v.err(qerr)
+			f := c.poll(ctx, lc, w)
+			if f.fatal() {
+				if f.cause != nil && last.valid() {
+					return giveUp(f.cause) // the last attempt says more
+				}
+				last = f
+				return giveUp(nil)
 			}
-			attemptNext = v.qerr == nil
-			if !attemptNext {
+			if attemptNext = f.r == nil; !attemptNext {
 				tries++
-				qerr, hint = v.qerr, v.hint
+				last = f
 			}
 		}
 		if attemptNext {
 			l, e := c.attempt(ctx, key, rkey, lc, tries+1, w)
 			if e == nil {
-				c.dequeue(ctx, rkey, lc, w, l)
 				return l, nil
 			}
+			last = failure{qerr: e, hint: e.retryAfter}
 			if e.cause != nil || e.unusable {
-				c.dequeue(ctx, rkey, lc, w, nil)
-				return nil, e
+				return giveUp(nil)
 			}
 			tries++
-			qerr, hint = e, e.retryAfter
 			if w == nil {
 				// Refused once: unless the strategy gives up, take a place
 				// in the queue, and look at it.
 				var ok bool
 				if d, ok = lc.retry(tries); !ok {
-					return nil, qerr
+					return nil, e
 				}
 				asked = true
 				w = c.hand.join(rkey)
-				v := c.poll(ctx, key, rkey, lc, w)
-				if v.qerr == nil {
+				f := c.poll(ctx, lc, w)
+				if f.r == nil && f.cause == nil {
 					continue // first, and the key free
 				}
-				if v.fatal() {
-					c.dequeue(ctx, rkey, lc, w, nil)
-					return nil, v.err(qerr)
+				if f.fatal() {
+					if f.cause == nil {
+						last = f
+					}
+					return giveUp(f.cause)
 				}
-				hint = v.hint
+				last.hint = f.hint
 			}
 		}
 		if !asked {
 			var ok bool
 			if d, ok = lc.retry(tries); !ok {
-				c.dequeue(ctx, rkey, lc, w, nil)
-				return nil, qerr
+				return giveUp(nil)
 			}
 		}
-		if hint > 0 {
-			d = min(d, hint)
+		if last.hint > 0 {
+			d = min(d, last.hint)
 		}
 		d = min(d, w.lease/3) // refresh our place in time
 		woken, err := c.wait(ctx, w, d)
 		if err != nil {
-			c.dequeue(ctx, rkey, lc, w, nil)
-			qerr.cause = err
-			return nil, qerr
+			return giveUp(err)
 		}
 		attemptNext = woken
 	}
@@ -175,55 +178,61 @@ func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) (bool, er
 	return false, nil
 }
 
-// view is what a poll of the wait queue found: qerr nil when w is first on
-// a majority of nodes that have the key free; otherwise why not, and when
-// to look again at the latest (hint, 0 if no bound).
-type view struct {
-	qerr *QuorumError
-	hint time.Duration
+// failure is a failed try of a Lock: a refused attempt's error, or the
+// round of a poll that did not find the Lock first with the key free (its
+// error is built only if the Lock ends with it); and when to look again at
+// the latest (hint, 0 if no bound).
+type failure struct {
+	qerr     *QuorumError
+	r        *round // a poll's
+	hint     time.Duration
+	cause    error // a poll's context ended
+	unusable string
 }
 
-// fatal reports whether the poll ends the Lock: its context ended, or no
-// majority is possible.
-func (v view) fatal() bool { return v.qerr != nil && (v.qerr.cause != nil || v.qerr.unusable) }
+func (f failure) valid() bool { return f.qerr != nil || f.r != nil }
 
-// err is the error a Lock that a fatal poll ended returns: when the context
-// ended, the last attempt's error (last, if any) with that cause.
-func (v view) err(last *QuorumError) *QuorumError {
-	if last != nil && v.qerr.cause != nil {
-		last.cause = v.qerr.cause
-		return last
+// fatal reports whether a poll ends the Lock: its context ended, or no
+// majority is possible.
+func (f failure) fatal() bool { return f.cause != nil || f.unusable != "" }
+
+// err is the error a Lock that ends after f returns, with cause if not nil.
+func (f failure) err(c *Client, key string, ctx context.Context, cause error) *QuorumError {
+	qerr := f.qerr
+	switch {
+	case qerr != nil:
+	case f.r != nil:
+		qerr = c.quorumError("lock", key, c.nodes, f.r, 0, ctx)
+		if f.unusable != "" && qerr.cause == nil {
+			qerr.unusable, qerr.detail = true, f.unusable
+		}
+	default:
+		qerr = &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained}
 	}
-	return v.qerr
+	if cause == nil {
+		cause = f.cause
+	}
+	if cause != nil {
+		qerr.cause = cause
+	}
+	return qerr
 }
 
 // poll joins w to the key's queue on every node, or refreshes its place,
-// and tells whether w may attempt now. A node that has w first and the key
-// free counts for; any other answer against.
-func (c *Client) poll(ctx context.Context, key, rkey string, lc *lockConfig, w *waiter) view {
+// and tells whether w may attempt now: a zero failure when w is first on a
+// majority of nodes that have the key free. A node that has w first and
+// the key free counts for; any other answer against.
+func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 	if err := ctx.Err(); err != nil {
-		return view{qerr: &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}}
+		return failure{cause: err}
 	}
-	o := &op{kind: opQueue, key: rkey, place: &w.place}
-	judge := func(_ int, r result) result {
-		switch {
-		case r.status != statusOK:
-		case !r.free:
-			r.status = statusHeld
-		case r.head != w.id:
-			r.status = statusQueued
-		}
-		return r
-	}
-	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: judge})
+	o := &op{kind: opQueue, key: w.rkey, place: &w.place, wake: c.hand.wakeArg}
+	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
 	r.finish(&c.bg, nil)
 	if r.tally.won() {
-		return view{}
+		return failure{}
 	}
-	v := view{qerr: c.quorumError("lock", key, c.nodes, r, 0, ctx)}
-	if hint := c.unusable(r); hint != "" && v.qerr.cause == nil {
-		v.qerr.unusable, v.qerr.detail = true, hint
-	}
+	f := failure{r: r, unusable: c.unusable(r)}
 	// First where the key is held: look again when the holder's keys are
 	// gone at the latest. Free where another is first: when that waiter's
 	// place lapses, should it be gone.
@@ -238,36 +247,28 @@ func (c *Client) poll(ctx context.Context, key, rkey string, lc *lockConfig, w *
 			continue
 		}
 		d += time.Millisecond
-		if v.hint == 0 || d < v.hint {
-			v.hint = d
+		if f.hint == 0 || d < f.hint {
+			f.hint = d
 		}
 	}
-	return v
+	return f
 }
 
-// dequeue takes w's place out of the key's queue, in the background: from
-// every node after a Lock failed, or from the nodes that did not grant l
-// (a grant took it out already).
-func (c *Client) dequeue(ctx context.Context, rkey string, lc *lockConfig, w *waiter, l *Lock) {
-	if w == nil {
+// dequeue takes w's place (if any) out of the key's queue on every node, in
+// the background: the Lock gave up.
+func (c *Client) dequeue(ctx context.Context, rkey string, lc *lockConfig, w *waiter) {
+	if w != nil {
+		c.leaveOn(ctx, c.nodes, &w.place, rkey, lc.ttl)
+	}
+}
+
+// leaveOn takes the place p out of rkey's queue on nodes, in the background.
+func (c *Client) leaveOn(ctx context.Context, nodes []node, p *place, rkey string, ttl time.Duration) {
+	if len(nodes) == 0 {
 		return
 	}
-	nodes := c.nodes
-	if l != nil {
-		nodes = nil
-		l.mu.Lock()
-		for i, st := range l.nodes {
-			if !st.granted {
-				nodes = append(nodes, c.nodes[i])
-			}
-		}
-		l.mu.Unlock()
-		if len(nodes) == 0 {
-			return
-		}
-	}
-	o := &op{kind: opQueue, key: rkey, place: &w.place, quiet: true}
-	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(lc.ttl)}).finish(&c.bg, nil)
+	o := &op{kind: opQueue, key: rkey, place: p, quiet: true, wake: c.hand.wakeArg}
+	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }
 
 // acquisition is what one attempt's rounds found.
@@ -371,13 +372,25 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 		acquired: a.start, ttl: ttl, until: a.start.Add(ttl - drift(ttl, c.cfg.drift)),
 		nodes: make([]nodeRecord, len(c.nodes)),
 	}
+	var refused []node // that keep our place in the queue
 	for i, res := range a.r.results {
 		// Guarded grants too: the key there is ours.
 		l.nodes[i].granted = res.status == statusOK || res.status == statusRefreshed
+		if a.place != nil && res.answered && !l.nodes[i].granted {
+			refused = append(refused, c.nodes[i])
+		}
 	}
-	a.r.finish(&c.bg, func(i int, res result) { l.lateGrant(ctx, i, res) })
+	// A grant took our place out of the node's queue; elsewhere it goes now,
+	// or when the node's late reply comes.
+	c.leaveOn(ctx, refused, a.place, a.rkey, ttl)
+	a.r.finish(&c.bg, func(i int, res result) {
+		l.lateGrant(ctx, i, res)
+		if a.place != nil && res.status != statusOK && res.status != statusRefreshed {
+			c.leaveOn(ctx, []node{c.nodes[i]}, a.place, a.rkey, ttl)
+		}
+	})
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.time(), Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	if err := c.track(l); err != nil {
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -420,7 +433,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	}
 	qerr.retryAfter = c.retryAfter(a.r, a.end.Sub(a.start))
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	return qerr
 }
@@ -504,6 +517,5 @@ func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string
 		return
 	}
 	o := newOp(opRelease, rkey, token, "", cooldown)
-	o.quiet = true
 	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }

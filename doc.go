@@ -82,10 +82,13 @@
 //	… work, checking lock.Validity(), calling lock.Extend, or with
 //	WithAutoExtend, watching lock.Done() …
 //
-// A waiting [Client.Lock] does not only poll: it tries again as soon as
-// the holder releases (an Unlock in the same Client, or a release notice
-// published by the nodes), and waiters of one Client are served in arrival
-// order. [Client.Close] releases what the Client still holds and stops its
+// Waiting Locks are served in arrival order, across processes: a Lock
+// refused once takes a place in the key's wait queue on every node, the
+// nodes grant a free key only to the first waiter, and a release wakes only
+// that waiter (an Unlock in the same Client, or a notice the nodes publish
+// on its Client's channel); it looks at the queue on the retry strategy's
+// timer too, and its place lapses if it stops refreshing it
+// ([WithWaiterLease]). [Client.Close] releases what the Client still holds and stops its
 // goroutines and subscriptions; call it at shutdown. [WithObserver] and
 // [WithLogger] report every attempt, extension, release and early end; the
 // module github.com/redlock-go/redlock/otel turns those events into

@@ -46,7 +46,7 @@ type fakeNode struct {
 	// the key, as the write-back did before 2026-11-23: for the canary that
 	// shows why it must not.
 	lenientWriteBack bool
-	watchers         map[int]func(channel, payload string)
+	watchers         map[int]fakeWatcher
 	nextWatcher      int
 	queues           map[string]map[string]fakePlace // wait queues by lock key, by waiter ID
 }
@@ -124,21 +124,27 @@ func (n *fakeNode) queue(o *op) result {
 	if held && !e.expires.IsZero() {
 		res.pttl = e.expires.Sub(time.Now())
 	}
-	if o.quiet && first == o.place.id && h != "" && !held && !n.noNotices {
-		n.publish(o.key, o.place.id+"\x00"+h)
+	if o.quiet && first == o.place.id && h != "" && !held {
+		n.wake(o.wake.(string), o.key, o.place.id, h)
 	}
 	return res
 }
 
-func (n *fakeNode) watch(_ string, deliver func(channel, payload string)) (stop func()) {
+// fakeWatcher is one subscription to a fake node's channel.
+type fakeWatcher struct {
+	channel string
+	deliver func(channel, payload string)
+}
+
+func (n *fakeNode) watch(channel string, deliver func(channel, payload string)) (stop func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.watchers == nil {
-		n.watchers = make(map[int]func(channel, payload string))
+		n.watchers = make(map[int]fakeWatcher)
 	}
 	id := n.nextWatcher
 	n.nextWatcher++
-	n.watchers[id] = deliver
+	n.watchers[id] = fakeWatcher{channel, deliver}
 	return func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -146,17 +152,25 @@ func (n *fakeNode) watch(_ string, deliver func(channel, payload string)) (stop 
 	}
 }
 
-// publish delivers a release notice to the watchers, as the release script's
-// PUBLISH does; callers must not hold n.mu.
-func (n *fakeNode) publish(key, token string) {
+// wake does what queueLua's wake does: it tells the Client of waiter id,
+// through its wake channel, that id is first and key free since token's
+// release; callers must not hold n.mu.
+func (n *fakeNode) wake(prefix, key, token, id string) {
+	if n.noNotices {
+		return
+	}
+	client, _, _ := strings.Cut(id, ".")
+	channel := prefix + client
 	n.mu.Lock()
-	ws := make([]func(channel, payload string), 0, len(n.watchers))
+	var ws []func(channel, payload string)
 	for _, w := range n.watchers {
-		ws = append(ws, w)
+		if w.channel == channel {
+			ws = append(ws, w.deliver)
+		}
 	}
 	n.mu.Unlock()
 	for _, w := range ws {
-		w(key+releaseSuffix, token)
+		w(channel, key+"\x00"+token+"\x00"+id)
 	}
 }
 
@@ -262,7 +276,8 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	case opExtend:
 		return n.extend(o.key, o.token, o.ttl)
 	case opRelease:
-		return n.release(ctx, o.key, o.token, o.ttl, !o.quiet)
+		wake, _ := o.wake.(string)
+		return n.release(ctx, o.key, o.token, o.ttl, wake)
 	}
 	return n.inspect(o.key)
 }
@@ -423,7 +438,7 @@ func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
 	return res
 }
 
-func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time.Duration, publish bool) result {
+func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time.Duration, wake string) result {
 	n.mu.Lock()
 	n.releaseErrs = append(n.releaseErrs, ctx.Err())
 	n.mu.Unlock()
@@ -440,16 +455,12 @@ func (n *fakeNode) release(ctx context.Context, key, token string, cooldown time
 		e.expires = time.Now().Add(cooldown)
 		n.keys[key] = e
 	}
-	if mine && cooldown == 0 && publish {
+	if mine && cooldown == 0 && wake != "" {
 		res.head, _ = n.head(key)
 	}
 	n.mu.Unlock()
-	if mine && cooldown == 0 && publish && !n.noNotices {
-		payload := token
-		if res.head != "" {
-			payload += "\x00" + res.head
-		}
-		n.publish(key, payload)
+	if res.head != "" {
+		n.wake(wake, key, token, res.head)
 	}
 	return res
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"crypto/rand"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,21 +18,24 @@ import (
 // like any others: tickets of one Client strictly increase.
 //
 // Releases wake only the first waiter. The release script publishes the
-// released token and the first waiter's ID on the key's channel
-// (prefix{key}:released), which every Client with waiters hears through
-// one pattern subscription per node, started by its first waiter and kept
+// key, the released token and the first waiter's ID on the channel of that
+// waiter's Client (prefix + "wake:" + the Client's ID), to which each
+// Client with waiters subscribes on every node, from its first waiter
 // until Close; an Unlock in this Client reads the same ID from the nodes'
 // replies. A waiter is woken when a majority of nodes have announced the
-// same release, by the ID most of them named. Notices can be lost (a
-// subscription reconnecting, a node down); every waiter also polls the
-// queue on a timer, which refreshes its place too.
+// same release, by the ID most of those that reached this Client named.
+// Notices can be lost (a subscription reconnecting, a node down); every
+// waiter also polls the queue on a timer, which refreshes its place too.
 type handoff struct {
-	c          *Client
-	mu         sync.Mutex
-	queues     map[string]*waitQueue // by Redis key
-	started    bool                  // subscriptions started (or Client closed)
-	stops      []func()
-	lastTicket int64
+	c       *Client
+	id      string // this Client's: the first part of its waiters' IDs
+	wakeArg any    // the wake channels' prefix, boxed once for the scripts
+	mu      sync.Mutex
+	queues  map[string]*waitQueue // by Redis key
+	started bool                  // subscription started (or Client closed)
+	stops   []func()
+	last    int64 // the last ticket issued
+	seq     int   // waiters made
 }
 
 type waitQueue struct {
@@ -54,13 +58,33 @@ type heard struct {
 // waiter is one waiting Lock call.
 type waiter struct {
 	place
-	wake chan struct{} // buffered: a wake is kept until the waiter looks
+	rkey  string
+	wake  chan struct{}            // buffered: a wake is kept until the waiter looks
+	judge func(int, result) result // counts a poll's reply for, if w is first and the key free
+}
+
+// judgeReply is a poll's judge: for if w is first and the key free,
+// otherwise against (the key held, or another waiter first).
+func (w *waiter) judgeReply(_ int, r result) result {
+	switch {
+	case r.status != statusOK:
+	case !r.free:
+		r.status = statusHeld
+	case r.head != w.id:
+		r.status = statusQueued
+	}
+	return r
 }
 
 func (h *handoff) init(c *Client) {
 	h.c = c
+	h.id = rand.Text()[:13] // 65 random bits
+	h.wakeArg = c.cfg.prefix + wakeInfix
 	h.queues = make(map[string]*waitQueue)
 }
+
+// wakeInfix follows the key prefix in the name of a Client's wake channel.
+const wakeInfix = "wake:"
 
 // busy reports whether Lock calls for rkey should queue before trying:
 // others of this Client wait for it, or its last release found a queue.
@@ -81,13 +105,16 @@ func (h *handoff) join(rkey string) *waiter {
 	defer h.mu.Unlock()
 	if !h.started {
 		h.started = true
-		pattern := globEscape(h.c.cfg.prefix) + "{*}" + releaseSuffix
+		channel := h.c.cfg.prefix + wakeInfix + h.id
 		for _, n := range h.c.nodes {
-			h.stops = append(h.stops, n.watch(pattern, h.notice))
+			h.stops = append(h.stops, n.watch(channel, h.notice))
 		}
 	}
-	h.lastTicket = max(time.Now().UnixMicro(), h.lastTicket+1)
-	w := &waiter{place: place{id: rand.Text(), ticket: h.lastTicket, lease: h.c.cfg.lease}, wake: make(chan struct{}, 1)}
+	h.last = max(time.Now().UnixMicro(), h.last+1)
+	h.seq++
+	id := h.id + "." + strconv.Itoa(h.seq)
+	w := &waiter{place: place{id: id, ticket: h.last, lease: h.c.cfg.lease}, rkey: rkey, wake: make(chan struct{}, 1)}
+	w.judge = w.judgeReply
 	h.queue(rkey).waiters[w.id] = w
 	return w
 }
@@ -150,15 +177,23 @@ func (h *handoff) released(rkey, token, head string) {
 	h.forget(rkey, q)
 }
 
-// notice handles a release published by a node: the released token, and
-// after a NUL the first waiter's ID if any waits. When a majority of nodes
-// have announced the release of the same token, the lock can be had: the
-// waiter most of them named is woken, if it is this Client's. Waking at the
-// first notice would send the attempt while most nodes still hold the key;
-// a competitor releasing a partial grant publishes nothing.
-func (h *handoff) notice(channel, payload string) {
-	rkey := strings.TrimSuffix(channel, releaseSuffix)
-	token, head, _ := strings.Cut(payload, "\x00")
+// notice handles a wake-up published by a node: the key, the released
+// token and the first waiter's ID, NUL-separated. When a majority of nodes
+// have announced the release of the same token to this Client, the lock
+// can be had: the waiter most of them named is woken. Waking at the first
+// notice would send the attempt while most nodes still hold the key; a
+// competitor releasing a partial grant publishes nothing.
+func (h *handoff) notice(_, payload string) {
+	// Tokens and IDs hold no NUL; a key might.
+	j := strings.LastIndexByte(payload, 0)
+	if j < 0 {
+		return
+	}
+	i := strings.LastIndexByte(payload[:j], 0)
+	if i < 0 {
+		return
+	}
+	rkey, token, head := payload[:i], payload[i+1:j], payload[j+1:]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
@@ -174,9 +209,7 @@ func (h *handoff) notice(channel, payload string) {
 		q.notices[token] = n
 	}
 	n.n++
-	if head != "" {
-		n.named = append(n.named, head)
-	}
+	n.named = append(n.named, head)
 	if n.n == h.c.quorum() {
 		q.wakeNamed(mostNamed(n.named), h.c.cfg.lease)
 	}
@@ -235,16 +268,4 @@ func (h *handoff) close() {
 		wg.Go(stop)
 	}
 	wg.Wait()
-}
-
-// globEscape quotes the characters that PSUBSCRIBE patterns treat specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

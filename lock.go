@@ -203,7 +203,9 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// each node's stream sends this Client's later calls after the release,
 	// so a re-Lock of the key by this Client cannot find it still there.
 	start := time.Now()
-	r := c.send(ctx, request{op: newOp(opRelease, l.rkey, l.token, "", cooldown), nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won})
+	o := newOp(opRelease, l.rkey, l.token, "", cooldown)
+	o.wake = c.hand.wakeArg
+	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won})
 	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
 	for j, res := range r.results {
 		if res.answered {

@@ -82,9 +82,6 @@ func (r result) reason() error {
 	return r.err
 }
 
-// releaseSuffix ends the channel on which a key's releases are published.
-const releaseSuffix = ":released"
-
 // node is everything the library asks of one Redis master.
 type node interface {
 	// start sends c.o to the node and returns at once; the node hands its
@@ -92,10 +89,9 @@ type node interface {
 	// the call failed, or when the call ended before it could be sent.
 	start(c call)
 	name() string
-	// watch subscribes to the release channels matching pattern and calls
-	// deliver for each notice until stop is called; stop waits for the
-	// subscription's goroutine to end.
-	watch(pattern string, deliver func(channel, payload string)) (stop func())
+	// watch subscribes to channel and calls deliver for each message until
+	// stop is called; stop waits for the subscription's goroutine to end.
+	watch(channel string, deliver func(channel, payload string)) (stop func())
 }
 
 // This file is the wire protocol with one node: the node interface, its
@@ -190,17 +186,17 @@ func (n *redisNode) shard(master *redis.Client) *stream {
 	return s
 }
 
-// watch runs one pattern subscription on the node. go-redis reconnects it
+// watch runs one subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the
 // waiters' timers cover.
-func (n *redisNode) watch(pattern string, deliver func(channel, payload string)) (stop func()) {
+func (n *redisNode) watch(channel string, deliver func(channel, payload string)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var mu sync.Mutex
 	var ps *redis.PubSub
 	go func() {
 		defer close(done)
-		sub := n.client.PSubscribe(ctx, pattern) // may block on a frozen node
+		sub := n.client.Subscribe(ctx, channel) // may block on a frozen node
 		mu.Lock()
 		ps = sub
 		stopped := ctx.Err() != nil
@@ -318,7 +314,7 @@ func acquireReply(reply any, err error) result {
 	return result{err: fmt.Errorf("unexpected acquire reply %v", reply)}
 }
 
-// queueReply decodes a queue op's {head or ”, head's lease left ms, key's
+// queueReply decodes a queue op's {head or "", head's lease left ms, key's
 // PTTL (−2: no key)}: status OK (the node answered), with head, left and
 // free; pttl is the key's, −1 when it has none.
 func queueReply(reply []any, err error) result {

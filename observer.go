@@ -49,9 +49,13 @@ type Event struct {
 	// TryLock, Do, Extend, Unlock), for tracing. Events from
 	// auto-extension, and EventEnd, carry one without values (from
 	// context.Background()). Never nil.
-	Context  context.Context
-	Key      string        // the lock key as the caller gave it
-	Attempt  int           // EventAcquire: the attempt's number within its Lock call, from 1
+	Context context.Context
+	Key     string // the lock key as the caller gave it
+	Attempt int    // EventAcquire: the attempt's number within its Lock call, from 1
+	// Queued, for EventAcquire: when the Lock call took its place in the
+	// key's wait queue (its ticket: waiters are served in this order); zero
+	// for an attempt made before it queued, or by TryLock.
+	Queued   time.Time
 	Duration time.Duration // EventAcquire, EventExtend, EventRelease: how long the round took
 	Validity time.Duration // a successful EventAcquire or EventExtend: the validity left
 	Held     time.Duration // a successful EventRelease, EventEnd: time since the lock was acquired
@@ -106,6 +110,9 @@ func eventAttrs(e Event) []slog.Attr {
 	attrs := []slog.Attr{slog.String("key", e.Key)}
 	if e.Attempt > 0 {
 		attrs = append(attrs, slog.Int("attempt", e.Attempt))
+	}
+	if !e.Queued.IsZero() {
+		attrs = append(attrs, slog.Time("queued", e.Queued))
 	}
 	if e.Duration > 0 {
 		attrs = append(attrs, slog.Duration("duration", e.Duration))

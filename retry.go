@@ -6,15 +6,19 @@ import (
 )
 
 // RetryStrategy decides whether [Client.Lock] tries again after a failed
-// attempt, and after how long. It is called with the number of attempts
-// that have failed so far (1 after the first) and returns the delay before
-// the next one, or false to give up. A strategy holds no state of its own,
-// so one value may serve any number of concurrent Lock calls; any function
-// of this shape is one.
+// try, and after how long. It is called with the number of tries that have
+// failed so far (1 after the first) and returns the delay before the next
+// one, or false to give up. A try is an attempt, or, for a Lock queued
+// behind other waiters, a look at the wait queue (which refreshes its place
+// and goes on to an attempt when it finds the Lock first with the key
+// free): a queued Lock that is not first never attempts, whatever its
+// strategy. A strategy holds no state of its own, so one value may serve
+// any number of concurrent Lock calls; any function of this shape is one.
 //
-// However long the delay, Lock tries again as soon as the key is released,
-// never waits longer than the holder's remaining TTL, and stops waiting as
-// soon as its context is done.
+// However long the delay, Lock tries again as soon as a release names it
+// first in the queue, never waits longer than the holder's remaining TTL
+// (or than a third of its waiter lease, to refresh its place), and stops
+// waiting as soon as its context is done.
 type RetryStrategy func(failed int) (time.Duration, bool)
 
 // NoRetry makes Lock give up after the first failed attempt, like
@@ -58,7 +62,8 @@ func RandomBackoff(lo, hi time.Duration) RetryStrategy {
 }
 
 // LimitRetry allows at most retries retries of s: Lock makes at most
-// retries+1 attempts.
+// retries+1 tries (attempts, or looks at the wait queue), so it also bounds
+// how many delays of s a queued Lock waits.
 func LimitRetry(s RetryStrategy, retries int) RetryStrategy {
 	return func(failed int) (time.Duration, bool) {
 		if failed > retries || s == nil {

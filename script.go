@@ -36,7 +36,11 @@ import (
 //
 // queueLua is the functions the scripts that touch the queue share: head
 // drops lapsed entries from the front and returns the first live one with
-// its lease left (ms), enqueue adds or refreshes an entry.
+// its lease left (ms), enqueue adds or refreshes an entry, wake tells a
+// waiter's Client that the waiter is first and the key free. A waiter ID is
+// its Client's ID, '.', and a number; each Client listens on one channel,
+// the wake prefix (by default "redlock:wake:") followed by its ID, so a
+// release reaches only the process whose waiter is first.
 const queueLua = `
 local function qkeys() return KEYS[1] .. ':queue', KEYS[1] .. ':lease' end
 local function now()
@@ -65,14 +69,18 @@ local function leave(q, l, id)
 	redis.call('ZREM', q, id)
 	redis.call('ZREM', l, id)
 end
+local function wake(prefix, id, token)
+	local client = string.match(id, '^[^.]*')
+	redis.call('PUBLISH', prefix .. client, KEYS[1] .. '\0' .. token .. '\0' .. id)
+end
 `
 
 // gateLua decides whether a free key may be granted: gate returns nil when
 // it may (and takes the waiter's entry out of the queue), or the refusal
-// {−(head's lease left + 1), ”, head}. A waiter with a ticket (not '0')
+// {−(head's lease left + 1), "", head}. A waiter with a ticket (not '0')
 // is queued (or refreshed) first, so that a node that had lost its entry
 // puts it back where its ticket says; requeue does that alone, for a
-// refusal because another token holds the key. id is ” and ticket '0'
+// refusal because another token holds the key. id is "" and ticket '0'
 // for a caller not queued (a first attempt), which pays one EXISTS.
 const gateLua = `
 local function gate(id, ticket, lease)
@@ -122,7 +130,7 @@ return {-1 - redis.call('PTTL', KEYS[1]), v}
 // queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
 // out, and reports the queue and the key.
 // ARGV[1] waiter ID, ARGV[2] ticket (0: leave), ARGV[3] lease ms.
-// Reply: {head or ”, head's lease left ms, the key's PTTL (−2: no key)}.
+// Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key)}.
 // A waiter that leaves from the head of the queue while the key is free
 // publishes {ID, NUL, new head} on the key's release channel, as a release
 // does, so that the new head need not wait for its timer.
@@ -134,7 +142,7 @@ if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
 if ARGV[2] == '0' and first == ARGV[1] and h and pttl == -2 then
-	redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1] .. '\0' .. h)
+	wake(ARGV[4], h, ARGV[1])
 end
 return {h or '', left, pttl}
 `
@@ -150,33 +158,33 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
 
-// releaseSrc deletes a key we hold and publishes the token on the key's
-// release channel (KEYS[1]..":released") for waiters, followed by NUL and
-// the head of the key's wait queue when there is one; or, with a cooldown,
-// leaves the key in place to expire cooldown ms from now, keeping other
-// tokens out until then.
-// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] 1 to
-// publish (an Unlock), 0 not (taking back a failed attempt's grants, which
-// released no lock anyone held).
-// Reply: 1 released, or {1, head} when a published release found a queue;
-// 0 key absent (expired); −1 another token holds it.
+// releaseSrc deletes a key we hold and, when the key's wait queue has a
+// first waiter, wakes it: it publishes {lock key, NUL, token, NUL, waiter
+// ID} on the channel of the waiter's Client (ARGV[3] followed by the part of
+// the ID before its first '.'). With a cooldown, it leaves the key in place
+// to expire cooldown ms from now instead, keeping other tokens out until
+// then, and wakes nobody.
+// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
+// channels' prefix, or "" to wake nobody (taking back a failed attempt's
+// grants, which released no lock anyone held).
+// Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
+// absent (expired); −1 another token holds it.
 var releaseSrc = queueLua + `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
-if ARGV[2] == '0' then
-	redis.call('DEL', KEYS[1])
-	if ARGV[3] == '1' then
-		local q, l = qkeys()
-		local h = redis.call('EXISTS', q) == 1 and head(q, l, now())
-		if h then
-			redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1] .. '\0' .. h)
-			return {1, h}
-		end
-		redis.call('PUBLISH', KEYS[1] .. ':released', ARGV[1])
-	end
-else
+if ARGV[2] ~= '0' then
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	return 1
+end
+redis.call('DEL', KEYS[1])
+if ARGV[3] ~= '' then
+	local q, l = qkeys()
+	local h = redis.call('EXISTS', q) == 1 and head(q, l, now())
+	if h then
+		wake(ARGV[3], h, ARGV[1])
+		return {1, h}
+	end
 end
 return 1
 `
@@ -301,7 +309,8 @@ type op struct {
 	key, token, value string
 	ttl               time.Duration // TTL, or cooldown for release
 	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal
-	quiet             bool          // opRelease: publish no notice; opQueue: leave the queue
+	quiet             bool          // opQueue: leave the queue
+	wake              any           // opRelease, opQueue: the wake channels' prefix (a string); nil: wake nobody
 	place             *place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
 
 	argv [14]any // EVALSHA sha numkeys keys… args…, built by encode
@@ -315,6 +324,15 @@ type place struct {
 	id     string
 	ticket int64
 	lease  time.Duration
+}
+
+// time returns the place's ticket as a time (it is one, in µs since the
+// epoch), zero for none.
+func (p *place) time() time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(p.ticket)
 }
 
 // args returns the place's script arguments: ID, ticket, lease in ms; for
@@ -352,11 +370,7 @@ func (o *op) encode() {
 	case opExtend:
 		set(1, o.key, o.token, ms)
 	case opRelease:
-		publish := 1
-		if o.quiet {
-			publish = 0
-		}
-		set(1, o.key, o.token, ms, publish)
+		set(1, o.key, o.token, ms, o.wakeArg())
 	case opInspect:
 		set(2, o.key, fenceKey(o.key))
 	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
@@ -369,8 +383,16 @@ func (o *op) encode() {
 		if o.quiet {
 			ticket = 0
 		}
-		set(1, o.key, id, ticket, lease)
+		set(1, o.key, id, ticket, lease, o.wakeArg())
 	}
+}
+
+// wakeArg is the op's wake prefix argument: "" for none.
+func (o *op) wakeArg() any {
+	if o.wake == nil {
+		return ""
+	}
+	return o.wake
 }
 
 // fenceKey is the key of the lock key's fence counter, in the same Cluster

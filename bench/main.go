@@ -40,6 +40,7 @@ type config struct {
 	tput                 time.Duration
 	contRounds           int
 	cont                 time.Duration
+	killReps             int
 	faultCycles          int
 	faultBudget          time.Duration
 	wanRounds, wanCycles int
@@ -63,6 +64,9 @@ func (c config) runs(name string) bool {
 }
 
 func main() {
+	if spec := os.Getenv(waiterEnv); spec != "" {
+		os.Exit(waiterChild(spec)) // a waiting process of the kill measure
+	}
 	var c config
 	quick := flag.Bool("quick", false, "a short smoke run (about a minute) that publishes nothing")
 	flag.IntVar(&c.rounds, "rounds", 40, "interleaved rounds of the uncontended and scaling measures")
@@ -71,6 +75,7 @@ func main() {
 	flag.DurationVar(&c.tput, "throughput", 2*time.Second, "throughput run per contender per round")
 	flag.IntVar(&c.contRounds, "contention-rounds", 3, "interleaved rounds of the contention measure")
 	flag.DurationVar(&c.cont, "contention", 3*time.Second, "contention run per contender per round")
+	flag.IntVar(&c.killReps, "kill-reps", 8, "waiting processes SIGKILLed at the head of the queue")
 	flag.IntVar(&c.faultCycles, "fault-cycles", 100, "at most this many cycles per contender per fault")
 	flag.DurationVar(&c.faultBudget, "fault-budget", 8*time.Second, "and no new cycle after this long")
 	flag.IntVar(&c.wanRounds, "wan-rounds", 4, "interleaved rounds of the WAN measure")
@@ -84,7 +89,7 @@ func main() {
 	flag.Parse()
 	if *quick {
 		c = config{rounds: 5, cycles: 20, tputRounds: 1, tput: 300 * time.Millisecond, contRounds: 1,
-			cont: 500 * time.Millisecond, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5,
+			cont: 500 * time.Millisecond, killReps: 2, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5,
 			only: c.only, match: c.match, cpuprofile: c.cpuprofile}
 	}
 	if c.only != "" || c.match != "" {
@@ -187,6 +192,10 @@ func run(c config) error {
 		{contender: redlockContender(3, "")}, {contender: redlockContender(5, "")},
 		{contender: redlockContender(5, "fencing", redlock.WithFencing())},
 		{contender: redlockContender(5, ""), Shared: true},
+		{contender: redislockContender(), Workers: 16},
+		{contender: redsyncContender(5, true), Workers: 16},
+		{contender: redlockContender(5, ""), Workers: 16},
+		{contender: redlockContender(5, ""), Workers: 16, Shared: true},
 	}
 	if c.runs("contention") {
 		logf("3/6 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
@@ -195,6 +204,12 @@ func run(c config) error {
 			return err
 		}
 		res.Handoff = summarizeHandoff(contention, ho)
+		logf("3/6 contention: %d waiting processes SIGKILLed at the head of the queue", c.killReps)
+		k, err := measureKill(ctx, e, c.killReps)
+		if err != nil {
+			return fmt.Errorf("kill: %w", err)
+		}
+		res.Kill = &k
 	}
 
 	faulty := []contender{

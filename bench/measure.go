@@ -251,13 +251,27 @@ func throughput(ctx context.Context, e *env, in instance, prefix string, d time.
 
 // ---- 3: contention and hand-off ----
 
-// contended is one contender in the contention measure. shared: the four
-// goroutines share one instance (one process); otherwise each has its own
-// (four processes).
+// contended is one contender in the contention measure: Workers
+// goroutines (4 when 0). Shared: they share one instance (one process);
+// otherwise each has its own (one process each).
 type contended struct {
 	contender
-	Shared bool
+	Shared  bool
+	Workers int
 }
+
+func (c contended) workers() int {
+	if c.Workers == 0 {
+		return 4
+	}
+	return c.Workers
+}
+
+// queuedKey is the context key under which contend leaves a *time.Time
+// for the instance to fill with the Lock call's ticket, when its library
+// has one (redlock's Event.Queued); otherwise the Lock call's start stands
+// in for it.
+type queuedKey struct{}
 
 // handoffRound is one contender's figures from one round.
 type handoffRound struct {
@@ -268,12 +282,13 @@ type handoffRound struct {
 	OtherP99 time.Duration // the gap's p99 counting only acquisitions by another goroutine
 	LockP99  time.Duration // Lock call to return, waiting included
 	Attempts float64       // tries per acquisition
+	InOrder  float64       // share of acquisitions that no earlier ticket (or arrival) was served after
 	Errors   int           // Lock calls that gave up (retries exhausted)
 }
 
-// measureContention has 4 goroutines contend for one key, each holding it
-// 1 ms and going straight back for it, for d per contender, rounds times
-// interleaved.
+// measureContention has each contender's goroutines contend for one key,
+// each holding it 1 ms and going straight back for it, for d per
+// contender, rounds times interleaved.
 func measureContention(ctx context.Context, e *env, cs []contended, rounds int, d time.Duration) ([][]handoffRound, error) {
 	out := make([][]handoffRound, len(cs))
 	for r := range rounds {
@@ -289,7 +304,7 @@ func measureContention(ctx context.Context, e *env, cs []contended, rounds int, 
 }
 
 func contend(ctx context.Context, e *env, c contended, key string, d time.Duration) (handoffRound, error) {
-	const workers = 4
+	workers := c.workers()
 	var failed atomic.Int64
 	var owned []instance // closed at the end
 	defer func() {
@@ -309,6 +324,11 @@ func contend(ctx context.Context, e *env, c contended, key string, d time.Durati
 		}
 		insts[g] = in
 		owned = append(owned, in)
+		// Warm it up (connections, scripts) on a key of its own, as a
+		// running service would be: the measure is of steady contention.
+		if err := in.cycle(ctx, fmt.Sprintf("%s:warm:%d", key, g)); err != nil {
+			return handoffRound{}, fmt.Errorf("warm-up: %w", err)
+		}
 	}
 	var (
 		mu          sync.Mutex
@@ -316,6 +336,7 @@ func contend(ctx context.Context, e *env, c contended, key string, d time.Durati
 		unlockStart time.Time
 		gaps, locks []time.Duration
 		otherGaps   []time.Duration
+		tickets     []time.Time // of each acquisition, in the order served
 		toOther     int
 		giveUps     int
 		firstErr    error
@@ -329,6 +350,8 @@ func contend(ctx context.Context, e *env, c contended, key string, d time.Durati
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				ticket := new(time.Time)
+				lctx = context.WithValue(lctx, queuedKey{}, ticket)
 				unlock, err := in.lock(lctx, key)
 				cancel()
 				now := time.Now()
@@ -352,6 +375,10 @@ func contend(ctx context.Context, e *env, c contended, key string, d time.Durati
 					return
 				}
 				locks = append(locks, now.Sub(t0))
+				if ticket.IsZero() {
+					*ticket = t0
+				}
+				tickets = append(tickets, *ticket)
 				if lastHolder >= 0 {
 					gaps = append(gaps, now.Sub(unlockStart))
 					if g != lastHolder {
@@ -390,8 +417,30 @@ func contend(ctx context.Context, e *env, c contended, key string, d time.Durati
 	if len(locks) > 0 {
 		h.LockP99 = pct(sorted(locks), 0.99)
 		h.Attempts = float64(int64(len(locks))+failed.Load()) / float64(len(locks))
+		h.InOrder = inOrder(tickets)
 	}
 	return h, ctx.Err()
+}
+
+// inOrder returns the share of acquisitions, given their tickets in the
+// order they were served, that were served before every later-ticketed
+// one: acquisition i is out of order when some acquisition served after it
+// had an earlier ticket (it waited, and i overtook it).
+func inOrder(tickets []time.Time) float64 {
+	if len(tickets) == 0 {
+		return 0
+	}
+	ok := 0
+	var least time.Time // the earliest ticket served after i
+	for i := len(tickets) - 1; i >= 0; i-- {
+		if least.IsZero() || !tickets[i].After(least) {
+			ok++
+		}
+		if least.IsZero() || tickets[i].Before(least) {
+			least = tickets[i]
+		}
+	}
+	return float64(ok) / float64(len(tickets))
 }
 
 // ---- 4: one node of five frozen or dead ----

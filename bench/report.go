@@ -25,6 +25,7 @@ type results struct {
 	Tput       []tputRow // 32 goroutines
 	Tput256    []tputRow // 256 goroutines
 	Handoff    []handoffRow
+	Kill       *killResult
 	Faults     []faultRow
 	Scaling    []cycleRow
 	WAN        *wanResult
@@ -113,26 +114,39 @@ func summarizeThroughput(cs []contender, rs [][]tputRound, ref int) []tputRow {
 func summarizeHandoff(cs []contended, rs [][]handoffRound) []handoffRow {
 	rows := make([]handoffRow, len(cs))
 	for i, c := range cs {
-		var per, other, att []float64
+		var per, other, att, order []float64
 		var g50, g99, o99, l99 []time.Duration
 		errs := 0
 		for _, h := range rs[i] {
 			per, other, att = append(per, h.PerSec), append(other, h.ToOther), append(att, h.Attempts)
+			order = append(order, h.InOrder)
 			g50, g99, l99 = append(g50, h.GapP50), append(g99, h.GapP99), append(l99, h.LockP99)
 			o99 = append(o99, h.OtherP99)
 			errs += h.Errors
 		}
-		name := c.Name
-		if c.Shared {
-			name += ", one Client for all 4"
-		} else {
-			name += ", one instance each"
-		}
+		name := handoffName(c)
 		rows[i] = handoffRow{Name: name, Lib: c.Lib, handoffRound: handoffRound{
 			PerSec: median(per), ToOther: median(other), GapP50: median(g50), GapP99: median(g99), OtherP99: median(o99),
-			LockP99: median(l99), Attempts: median(att), Errors: errs}}
+			LockP99: median(l99), Attempts: median(att), InOrder: median(order), Errors: errs}}
 	}
 	return rows
+}
+
+// handoffName is a contention row's name: "redlock, 5 nodes, 16 processes"
+// or "…, 16 goroutines of one Client".
+func handoffName(c contended) string {
+	if c.Shared {
+		return fmt.Sprintf("%s, %d goroutines of one Client", c.Name, c.workers())
+	}
+	return fmt.Sprintf("%s, %d processes", c.Name, c.workers())
+}
+
+// orDash formats v, or "–" when it is 0 (not measured).
+func orDash(v float64, format string) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // row returns the row named name, or the zero row.
@@ -213,11 +227,24 @@ func (r *results) markdown(chartDir string) string {
 		}
 	}
 	hname := func(h handoffRow) string { return h.Name }
-	hrl, haveHandoff := row(r.Handoff, hname, "redlock, 5 nodes, one instance each")
-	hrs, _ := row(r.Handoff, hname, "redsync v4, 5 nodes, one instance each")
-	if haveHandoff {
-		p("| contended hand-off gap p99 | ≤ 3 ms | %s | %s | %s |\n", fmtDur(hrl.GapP99), fmtDur(hrs.GapP99), verdict(hrl.GapP99 > 0 && hrl.GapP99 <= 3*time.Millisecond))
-		p("| the same, counting only acquisitions by another goroutine | | %s | %s | |\n", fmtDur(hrl.OtherP99), fmtDur(hrs.OtherP99))
+	for _, n := range []int{4, 16} {
+		proc := fmt.Sprintf(", %d processes", n)
+		hrl, have := row(r.Handoff, hname, "redlock, 5 nodes"+proc)
+		one, haveOne := row(r.Handoff, hname, fmt.Sprintf("redlock, 5 nodes, %d goroutines of one Client", n))
+		hrs, _ := row(r.Handoff, hname, "redsync v4, 5 nodes"+proc)
+		if !have {
+			continue
+		}
+		p("| %d processes on one key: attempts per acquisition | ≤ 1.2 | %.2f | %s | %s |\n", n, hrl.Attempts, orDash(hrs.Attempts, "%.2f"), verdict(hrl.Attempts <= 1.2))
+		p("| %d processes: acquisitions in ticket order | ≥ 95%% | %.1f%% | %s (arrival order) | %s |\n", n, 100*hrl.InOrder, orDash(100*hrs.InOrder, "%.1f%%"), verdict(hrl.InOrder >= 0.95))
+		p("| %d processes: hand-off gap p99 | ≤ 1 ms | %s | %s | %s |\n", n, fmtDur(hrl.GapP99), fmtDur(hrs.GapP99), verdict(hrl.GapP99 > 0 && hrl.GapP99 <= time.Millisecond))
+		if haveOne {
+			ratio := float64(hrl.LockP99) / float64(one.LockP99)
+			p("| %d processes: Lock p99 ÷ the same load in one Client (%s) | ≤ 1.5× | %.2f× (%s) | | %s |\n", n, fmtDur(one.LockP99), ratio, fmtDur(hrl.LockP99), verdict(ratio <= 1.5))
+		}
+	}
+	if k := r.Kill; k != nil {
+		p("| waiting process SIGKILLed at the head of the queue: next acquisition after the kill, worst of %d (lease %s) | ≤ lease + 10 ms | %s (p50 %s) | | %s |\n", k.Reps, fmtDur(k.Lease), fmtDur(k.Max), fmtDur(k.P50), verdict(k.Max <= k.Lease+10*time.Millisecond))
 	}
 	p("\n")
 
@@ -246,12 +273,15 @@ func (r *results) markdown(chartDir string) string {
 	}
 
 	p("\n### 3. Contention and hand-off\n\n")
-	p("4 goroutines contend for one key, each holding it 1 ms and going straight back for it, for %s per contender per round. *One instance each* is 4 processes; *one Client for all 4* is one process. The gap is from the start of Unlock to the next holder's Lock returning; attempts count every try, failed ones included. bsm/redislock waits with `LinearBackoff(1ms)` (its default is not to wait); redsync's tuned retry waits 1–3 ms between unlimited tries instead of 50–250 ms between 32.\n\n", r.Contention)
+	p("4 (or 16) goroutines contend for one key, each holding it 1 ms and going straight back for it, for %s per contender per round. *N processes* gives each goroutine an instance (Client) of its own, as separate processes would have; *goroutines of one Client* share one. The gap is from the start of Unlock to the next holder's Lock returning; attempts count every acquire attempt, failed ones included (redlock's looks at its wait queue are not attempts: they cannot grant). *In order* is the share of acquisitions served before every acquisition with an earlier ticket that was served after them: redlock's ticket is when the Lock call queued (Event.Queued), or its start when it got the lock at once; the other libraries have no queue, so their Lock call's start stands in. bsm/redislock waits with `LinearBackoff(1ms)` (its default is not to wait); redsync's tuned retry waits 1–3 ms between unlimited tries instead of 50–250 ms between 32.\n\n", r.Contention)
 	p("![Hand-off gap p99, to another goroutine](%s/handoff.svg)\n\n", chartDir)
 	p("![Contended Lock p99](%s/waiting.svg)\n\n", chartDir)
-	p("| contender | acquisitions/s | to another goroutine | gap p50 | gap p99 | gap p99, to another | attempts/acquisition | Lock p99 | Lock calls that gave up |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	p("| contender | acquisitions/s | to another goroutine | gap p50 | gap p99 | gap p99, to another | attempts/acquisition | in order | Lock p99 | Lock calls that gave up |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, h := range r.Handoff {
-		p("| %s | %.0f | %.1f%% | %s | %s | %s | %.2f | %s | %d |\n", h.Name, h.PerSec, 100*h.ToOther, fmtDur(h.GapP50), fmtDur(h.GapP99), fmtDur(h.OtherP99), h.Attempts, fmtDur(h.LockP99), h.Errors)
+		p("| %s | %.0f | %.1f%% | %s | %s | %s | %.2f | %.1f%% | %s | %d |\n", h.Name, h.PerSec, 100*h.ToOther, fmtDur(h.GapP50), fmtDur(h.GapP99), fmtDur(h.OtherP99), h.Attempts, 100*h.InOrder, fmtDur(h.LockP99), h.Errors)
+	}
+	if k := r.Kill; k != nil {
+		p("\nA waiting process SIGKILLed at the head of the wait queue (redlock, 5 nodes, default options): a holder takes the key, a separate process queues for it, then a waiter in the bench process queues behind it; the process is SIGKILLed and the holder releases at once. Its place lapses within one waiter lease (%s) of its last refresh. Time from the kill to the second waiter's Lock returning, %d times: p50 %s, worst %s.\n", fmtDur(k.Lease), k.Reps, fmtDur(k.P50), fmtDur(k.Max))
 	}
 
 	p("\n### 4. One of 5 nodes hung or dead\n\n")
@@ -304,9 +334,9 @@ func (r *results) charts() map[string]string {
 			bars(r.Tput, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 0.7, "target 0.7×"),
 		"throughput256.svg": barChart("Throughput, 256 goroutines on own keys (higher is better)", "cycles/s ÷ bsm/redislock",
 			bars(r.Tput256, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 1.2, "target 1.2×"),
-		"handoff.svg": barChart("Hand-off to another goroutine: gap p99, 4 goroutines, 1 ms holds (lower is better)", "milliseconds, log scale",
+		"handoff.svg": barChart("Hand-off to another goroutine: gap p99, 4 or 16 goroutines, 1 ms holds (lower is better)", "milliseconds, log scale",
 			bars(r.Handoff, func(h handoffRow) bar { return bar{h.Name, ms(h.OtherP99), fmtDur(h.OtherP99), h.Lib} }), true, 3, "3 ms"),
-		"waiting.svg": barChart("Contended Lock p99: how long a waiter waits, 4 goroutines, 1 ms holds", "milliseconds, log scale",
+		"waiting.svg": barChart("Contended Lock p99: how long a waiter waits, 4 or 16 goroutines, 1 ms holds", "milliseconds, log scale",
 			bars(r.Handoff, func(h handoffRow) bar { return bar{h.Name, ms(h.LockP99), fmtDur(h.LockP99), h.Lib} }), true, 0, ""),
 		"faults.svg": barChart("Lock p99 with one of 5 nodes hung (SIGSTOP) or dead (SIGKILL)", "milliseconds, log scale",
 			bars(r.Faults, func(f faultRow) bar { return bar{f.Name + ", " + f.Fault, ms(f.LockP99), fmtDur(f.LockP99), f.Lib} }), true, 2, "target 2 ms"),

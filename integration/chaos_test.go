@@ -128,6 +128,7 @@ type scenario struct {
 	persistent bool                                                           // AOF with appendfsync always: restarts forget nothing
 	rates      []float64                                                      // per node, the clock rate (and nodes = len(rates)); nil: real time
 	netFault   func(t *testing.T, proxies []*Proxy, stop <-chan struct{}) int // faults on the links, through proxies
+	oneClient  bool                                                           // netFault's proxies are one Client's own; the others reach the nodes directly
 	offsetsMs  []int
 	nodes      int
 	opts       []redlock.Option
@@ -189,8 +190,15 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 		}
 	}
 	var clients []*redlock.Client
-	for range 3 {
-		clients = append(clients, newClient(t, Clients(t, reach, func(o *redis.Options) { o.DialerRetries = 1 }), opts...))
+	for i := range 3 {
+		via := reach
+		if sc.oneClient {
+			via = nodes
+			if i == 2 {
+				via = reach
+			}
+		}
+		clients = append(clients, newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), opts...))
 	}
 	stop := make(chan struct{})
 	faultsDone := make(chan int, 1)
@@ -342,6 +350,24 @@ func TestChaos(t *testing.T) {
 					faulty.Heal(t)
 				}
 				return n
+			}},
+		// Waiters paused or gone: every 400 ms, one Client of the three
+		// (through proxies of its own) is cut off from every node for
+		// 0.2–1.6 s, mostly while its workers wait in the queue: past the
+		// 1 s waiter lease its places lapse, as a killed process's would;
+		// short of it they stand, as a paused one's. Its holders lose their
+		// locks to expiry meanwhile.
+		{name: "queued waiters cut off or paused (toxiproxy)", nodes: 5, opts: fenced, fenced: true, hold: hold, oneClient: true,
+			netFault: func(t *testing.T, proxies []*Proxy, stop <-chan struct{}) int {
+				return every(400*time.Millisecond, stop, func() {
+					for _, p := range proxies {
+						p.Partition(t)
+					}
+					time.Sleep(time.Duration(200+rand.IntN(1400)) * time.Millisecond)
+					for _, p := range proxies {
+						p.Heal(t)
+					}
+				})
 			}},
 		// Clocks seconds apart and running up to 0.5% fast or slow: within
 		// the 1% drift factor, so no violation.

@@ -118,7 +118,7 @@ func TestClusterNode(t *testing.T) {
 	// b has failed once and subscribed: on both standalone nodes, and on
 	// one master of the cluster.
 	waitSubscribed(t, standalone...)
-	clusterSubs := patternSubs(t, masters...)
+	clusterSubs := wakeSubs(t, masters...)
 	waitUntil(t, 30*time.Second, "a release-notice subscription on the cluster", func() bool { return clusterSubs() > 0 })
 	standalone[1].Pause(t)
 	defer standalone[1].Resume(t)

@@ -401,21 +401,21 @@ func poll(limit time.Duration, cond func() bool) bool {
 	return true
 }
 
-// waitSubscribed waits until each node has a pattern subscription (PUBSUB
-// NUMPAT): a Client that started waiting has subscribed to the release
-// notices, so a release from now on reaches it.
+// waitSubscribed waits until each node has a subscriber on a wake channel
+// (PUBSUB CHANNELS redlock:wake:*): a Client that started waiting has
+// subscribed to the release notices, so a release from now on reaches it.
 func waitSubscribed(t testing.TB, nodes ...*Node) {
 	t.Helper()
 	for _, n := range nodes {
-		subs := patternSubs(t, n)
+		subs := wakeSubs(t, n)
 		waitUntil(t, 30*time.Second, n.Addr+"'s release-notice subscription", func() bool { return subs() > 0 })
 	}
 }
 
-// patternSubs returns a function that counts the pattern subscriptions the
-// nodes have in all (PUBSUB NUMPAT), through one admin client per node, made
-// once for every poll.
-func patternSubs(t testing.TB, nodes ...*Node) func() int {
+// wakeSubs returns a function that counts the wake channels with
+// subscribers that the nodes have in all (PUBSUB CHANNELS redlock:wake:*),
+// through one admin client per node, made once for every poll.
+func wakeSubs(t testing.TB, nodes ...*Node) func() int {
 	t.Helper()
 	admins := make([]*redis.Client, len(nodes))
 	for i, n := range nodes {
@@ -424,11 +424,11 @@ func patternSubs(t testing.TB, nodes ...*Node) func() int {
 	return func() int {
 		total := 0
 		for _, a := range admins {
-			got, err := a.PubSubNumPat(t.Context()).Result()
+			got, err := a.PubSubChannels(t.Context(), "redlock:wake:*").Result()
 			if err != nil {
 				return 0 // not yet: the wait's deadline reports it
 			}
-			total += int(got)
+			total += len(got)
 		}
 		return total
 	}

@@ -28,8 +28,8 @@ import (
 // library sends or its scripts call. (go-redis sends HELLO on connecting,
 // and CLIENT SETINFO on Redis 7.2 and later, whose refusal it ignores; AUTH
 // is always allowed.)
-const aclLine = "on >%s resetkeys ~redlock:* resetchannels &redlock:{*}:released -@all " +
-	"+evalsha +eval +get +set +pttl +pexpire +del +publish +exists +time +zadd +zrange +zscore +zrem +info +psubscribe +punsubscribe +ping +hello"
+const aclLine = "on >%s resetkeys ~redlock:* resetchannels &redlock:wake:* -@all " +
+	"+evalsha +eval +get +set +pttl +pexpire +del +publish +exists +time +zadd +zrange +zscore +zrem +info +subscribe +unsubscribe +ping +hello"
 
 // certs writes a CA and a server certificate for 127.0.0.1, signed by it,
 // into dir, and returns the CA pool for clients.
