@@ -291,3 +291,29 @@ func ExampleQuorumError() {
 	// redlock: lock "job": not obtained: no node asked: context canceled
 	// true redlock: invalid argument: empty key
 }
+
+// Replicas of a service queue for one key in the order they asked, across
+// processes; a replica that dies while it waits holds the others up for at
+// most its waiter lease. A shorter lease hands on sooner after a crash, at
+// the cost of a refresh every lease/3 per waiting Lock.
+func ExampleWithWaiterLease() {
+	c, err := redlock.New(nodes(), redlock.WithWaiterLease(300*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lock, err := c.Lock(ctx, "partition:7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Unlock(context.WithoutCancel(ctx))
+
+	// Each attempt's event says when its Lock call took its place in the
+	// queue (zero if it got the lock at the first attempt).
+	_ = redlock.WithObserver(func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire && e.Err == nil && !e.Queued.IsZero() {
+			log.Printf("%s: waited %v in the queue", e.Key, time.Since(e.Queued))
+		}
+	})
+}

@@ -103,10 +103,10 @@ func FuzzReplies(f *testing.F) {
 // FuzzOptions: any client option values give a Client or an
 // ErrInvalidArgument, never a panic.
 func FuzzOptions(f *testing.F) {
-	f.Add(0.01, int64(time.Second), int64(time.Minute), int64(time.Hour), int64(0), "redlock:", 3)
-	f.Add(-1.0, int64(-1), int64(-1), int64(0), int64(-5), "a{b}", 0)
-	f.Add(0.999, int64(1), int64(maxTTL+1), int64(1), int64(1), "", 65)
-	f.Fuzz(func(t *testing.T, drift float64, nodeTimeout, guard, maxHold, every int64, prefix string, n int) {
+	f.Add(0.01, int64(time.Second), int64(time.Minute), int64(time.Hour), int64(0), "redlock:", 3, int64(time.Second))
+	f.Add(-1.0, int64(-1), int64(-1), int64(0), int64(-5), "a{b}", 0, int64(0))
+	f.Add(0.999, int64(1), int64(maxTTL+1), int64(1), int64(1), "", 65, int64(time.Hour+1))
+	f.Fuzz(func(t *testing.T, drift float64, nodeTimeout, guard, maxHold, every int64, prefix string, n int, lease int64) {
 		if n < 0 || n > 100 {
 			n = 3
 		}
@@ -117,7 +117,7 @@ func FuzzOptions(f *testing.F) {
 		}
 		c, err := newClient(nodes, []Option{WithDriftFactor(drift), WithNodeTimeout(time.Duration(nodeTimeout)),
 			WithRestartGuard(time.Duration(guard)), WithMaxHold(time.Duration(maxHold)),
-			WithAutoExtend(time.Duration(every)), WithKeyPrefix(prefix), WithAnyNodeCount()})
+			WithAutoExtend(time.Duration(every)), WithKeyPrefix(prefix), WithAnyNodeCount(), WithWaiterLease(time.Duration(lease))})
 		if err != nil {
 			if !errors.Is(err, ErrInvalidArgument) {
 				t.Fatalf("got %v, want ErrInvalidArgument", err)

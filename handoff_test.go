@@ -1,7 +1,9 @@
 package redlock
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -59,36 +61,105 @@ func TestHandoffNotice(t *testing.T) {
 	})
 }
 
-// TestHandoffOrder: waiters of one Client get the lock in arrival order, and
-// a newcomer queues behind them.
+// TestHandoffOrder: waiters get the lock in arrival order, whether they
+// share a Client or not (one queue, on the nodes), with the default retry
+// strategy and each built-in one: a waiter that is not first never
+// attempts, whatever its strategy says. Each makes at most two attempts:
+// the refused first one, and the one the release before it wakes.
 func TestHandoffOrder(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newTestClient(t, newFakeNodes(3))
-		holder, err := c.TryLock(t.Context(), "k")
-		require.NoError(t, err)
-		var mu sync.Mutex
-		var order []int
-		var wg sync.WaitGroup
-		for i := range 4 {
-			wg.Go(func() {
-				l, err := c.Lock(t.Context(), "k", waitHour)
-				if err != nil {
-					t.Error(err)
-					return
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		strategy RetryStrategy // nil: the default
+	}{
+		{"default", nil},
+		{"random", RandomBackoff(ms, 3*ms)},
+		{"linear", LinearBackoff(ms, 5*ms)},
+		{"exponential", ExponentialBackoff(ms, 8*ms)},
+		{"limited", LimitRetry(RandomBackoff(ms, 2*ms), 1_000_000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fakes := newFakeNodes(3)
+				var attempts atomic.Int32
+				count := WithObserver(func(e Event) {
+					if e.Kind == EventAcquire {
+						attempts.Add(1)
+					}
+				})
+				clients := []*Client{newTestClient(t, fakes, count), newTestClient(t, fakes, count)}
+				holder, err := clients[0].TryLock(t.Context(), "k")
+				require.NoError(t, err)
+				attempts.Store(0)
+				var opts []Option
+				if tc.strategy != nil {
+					opts = append(opts, WithRetry(tc.strategy))
 				}
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				if err := l.Unlock(t.Context()); err != nil {
-					t.Error(err)
+				var mu sync.Mutex
+				var order []int
+				var wg sync.WaitGroup
+				for i := range 6 {
+					c := clients[i%2]
+					wg.Go(func() {
+						l, err := c.Lock(t.Context(), "k", opts...)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+						time.Sleep(50 * time.Millisecond) // longer than any strategy's delay
+						if err := l.Unlock(t.Context()); err != nil {
+							t.Error(err)
+						}
+					})
+					synctest.Wait() // waiter i is queued
+					time.Sleep(time.Microsecond)
 				}
+				require.NoError(t, holder.Unlock(t.Context()))
+				wg.Wait()
+				require.Equal(t, []int{0, 1, 2, 3, 4, 5}, order)
+				// The first waiter of each Client was refused once; the
+				// others queued without trying (their Client knew others
+				// waited); each won with one attempt.
+				require.EqualValues(t, 6+2, attempts.Load(), "attempts")
 			})
-			synctest.Wait() // waiter i is queued
+		})
+	}
+}
+
+// TestDeadWaiterBlocksOnlyItsLease: a waiter that died first in the queue
+// (its place, with a 300 ms lease, never refreshed) keeps the free key from
+// a live waiter exactly until its place lapses, in virtual time: the live
+// waiter gets it within 2 ms after, with its default strategy, in two
+// attempts.
+func TestDeadWaiterBlocksOnlyItsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		for _, f := range fakes {
+			f.mu.Lock()
+			f.enqueue("redlock:{k}", &place{id: "dead.1", ticket: 1, lease: 300 * time.Millisecond})
+			f.mu.Unlock()
 		}
-		require.NoError(t, holder.Unlock(t.Context()))
-		wg.Wait()
-		require.Equal(t, []int{0, 1, 2, 3}, order)
+		var attempts atomic.Int32
+		c := newTestClient(t, fakes, WithObserver(func(e Event) {
+			if e.Kind == EventAcquire {
+				attempts.Add(1)
+			}
+		}))
+		start := time.Now()
+		_, err := c.TryLock(t.Context(), "k")
+		require.ErrorIs(t, err, ErrNotObtained, "the queue's first waiter goes first, dead or not, until its lease ends")
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // virtual: a place that never lapses fails here
+		defer cancel()
+		l, err := c.Lock(ctx, "k")
+		require.NoError(t, err)
+		waited := time.Since(start)
+		require.GreaterOrEqual(t, waited, 300*time.Millisecond, "acquired while the dead waiter's place lived")
+		require.LessOrEqual(t, waited, 302*time.Millisecond, "the dead waiter's place held the queue past its lease")
+		require.EqualValues(t, 3, attempts.Load(), "TryLock, Lock's refused first attempt, and its winning one")
+		require.NoError(t, l.Unlock(t.Context()))
 	})
 }
 

@@ -52,6 +52,9 @@ func TestOptionValidation(t *testing.T) {
 		{"prefix with brace", []Option{WithKeyPrefix("a{")}},
 		{"TTL too short for drift", []Option{WithDriftFactor(0.5), WithTTL(4 * time.Millisecond)}},
 		{"nil option", []Option{nil}},
+		{"waiter lease zero", []Option{WithWaiterLease(0)}},
+		{"waiter lease below 10 ms", []Option{WithWaiterLease(9 * time.Millisecond)}},
+		{"waiter lease above an hour", []Option{WithWaiterLease(time.Hour + 1)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := newClient([]node{fakes[0], fakes[1], fakes[2]}, tc.opts)
@@ -70,7 +73,7 @@ func TestOptionScope(t *testing.T) {
 	require.ErrorContains(t, err, "WithToken applies to one lock")
 	c := newTestClient(t, fakes)
 	for _, o := range []Option{WithNodeTimeout(time.Second), WithDriftFactor(0.1), WithKeyPrefix("x:"),
-		WithRestartGuard(0), WithAnyNodeCount(), WithObserver(func(Event) {}), WithLogger(nil)} {
+		WithRestartGuard(0), WithAnyNodeCount(), WithObserver(func(Event) {}), WithLogger(nil), WithWaiterLease(time.Second)} {
 		_, err := c.Lock(t.Context(), "k", o)
 		require.ErrorIs(t, err, ErrInvalidArgument)
 		if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "pass it to New") && !strings.Contains(err.Error(), "nil observer") {
