@@ -22,7 +22,8 @@ import (
 // strategy paces those looks and the first waiter's retries; neither
 // waits longer than the holder's remaining TTL, or than the first waiter's
 // remaining lease when that waiter seems gone. A Lock that gives up leaves
-// the queue. A Lock of this Client that starts while the key is known to
+// the queue, in the background: until that reaches the nodes, a TryLock
+// elsewhere is still refused. A Lock of this Client that starts while the key is known to
 // be contended queues before trying.
 //
 // It stops waiting at once when so many nodes fail for good that no
@@ -226,6 +227,7 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 	if err := ctx.Err(); err != nil {
 		return failure{cause: err}
 	}
+	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
 	o := &op{kind: opQueue, key: w.rkey, place: &w.place, wake: c.hand.wakeArg}
 	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
 	r.finish(&c.bg, nil)

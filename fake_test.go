@@ -136,9 +136,10 @@ type fakeWatcher struct {
 	deliver func(channel, payload string)
 }
 
-func (n *fakeNode) watch(channel string, deliver func(channel, payload string)) (stop func()) {
+func (n *fakeNode) watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	defer ready()
 	if n.watchers == nil {
 		n.watchers = make(map[int]fakeWatcher)
 	}

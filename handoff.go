@@ -1,10 +1,12 @@
 package redlock
 
 import (
+	"context"
 	"crypto/rand"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +36,8 @@ type handoff struct {
 	queues  map[string]*waitQueue // by Redis key
 	started bool                  // subscription started (or Client closed)
 	stops   []func()
+	ready   chan struct{} // closed once a majority of nodes confirmed the subscription
+	nready  atomic.Int32
 	last    int64 // the last ticket issued
 	seq     int   // waiters made
 }
@@ -81,6 +85,35 @@ func (h *handoff) init(c *Client) {
 	h.id = rand.Text()[:13] // 65 random bits
 	h.wakeArg = c.cfg.prefix + wakeInfix
 	h.queues = make(map[string]*waitQueue)
+	h.ready = make(chan struct{})
+}
+
+// subscribed is called once per node that confirmed the subscription
+// (by a fake node, inside watch: it takes no lock).
+func (h *handoff) subscribed() {
+	if int(h.nready.Add(1)) == h.c.quorum() {
+		close(h.ready)
+	}
+}
+
+// awaitSubscribed waits until a majority of nodes have confirmed the
+// subscription, so that a release that names one of this Client's waiters
+// from now on reaches it, or until d has passed or ctx is done. Only the
+// Client's first waiters wait: one round trip.
+func (h *handoff) awaitSubscribed(ctx context.Context, d time.Duration) {
+	select {
+	case <-h.ready:
+		return
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.ready:
+	case <-t.C:
+	case <-ctx.Done():
+	case <-h.c.closed:
+	}
 }
 
 // wakeInfix follows the key prefix in the name of a Client's wake channel.
@@ -107,7 +140,7 @@ func (h *handoff) join(rkey string) *waiter {
 		h.started = true
 		channel := h.c.cfg.prefix + wakeInfix + h.id
 		for _, n := range h.c.nodes {
-			h.stops = append(h.stops, n.watch(channel, h.notice))
+			h.stops = append(h.stops, n.watch(channel, h.notice, h.subscribed))
 		}
 	}
 	h.last = max(time.Now().UnixMicro(), h.last+1)

@@ -89,9 +89,11 @@ type node interface {
 	// the call failed, or when the call ended before it could be sent.
 	start(c call)
 	name() string
-	// watch subscribes to channel and calls deliver for each message until
-	// stop is called; stop waits for the subscription's goroutine to end.
-	watch(channel string, deliver func(channel, payload string)) (stop func())
+	// watch subscribes to channel, calls ready once the node has confirmed
+	// the subscription (never, if it does not), and calls deliver for each
+	// message until stop is called; stop waits for the subscription's
+	// goroutine to end.
+	watch(channel string, deliver func(channel, payload string), ready func()) (stop func())
 }
 
 // This file is the wire protocol with one node: the node interface, its
@@ -189,7 +191,7 @@ func (n *redisNode) shard(master *redis.Client) *stream {
 // watch runs one subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the
 // waiters' timers cover.
-func (n *redisNode) watch(channel string, deliver func(channel, payload string)) (stop func()) {
+func (n *redisNode) watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var mu sync.Mutex
@@ -204,6 +206,10 @@ func (n *redisNode) watch(channel string, deliver func(channel, payload string))
 		if stopped {
 			_ = sub.Close()
 			return
+		}
+		// Until the node confirms, a message to the channel is lost.
+		if _, err := sub.Receive(ctx); err == nil {
+			ready()
 		}
 		for m := range sub.Channel() {
 			deliver(m.Channel, m.Payload)

@@ -220,7 +220,7 @@ func (h hungNode) start(c call) {
 	}()
 }
 func (hungNode) name() string { return "hung" }
-func (hungNode) watch(string, func(string, string)) func() {
+func (hungNode) watch(string, func(string, string), func()) func() {
 	return func() {}
 }
 

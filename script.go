@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -79,13 +80,16 @@ end
 // it may (and takes the waiter's entry out of the queue), or the refusal
 // {−(head's lease left + 1), "", head}. A waiter with a ticket (not '0')
 // is queued (or refreshed) first, so that a node that had lost its entry
-// puts it back where its ticket says; requeue does that alone, for a
-// refusal because another token holds the key. id is "" and ticket '0'
-// for a caller not queued (a first attempt), which pays one EXISTS.
+// puts it back where its ticket says. id is "" and ticket '0' for a caller
+// not queued (a first attempt).
+//
+// The scripts define these functions only where they use them, inside the
+// branch that needs the queue: a Lua function definition runs each time the
+// script does, and the uncontended path (a free key and no queue, or a
+// release that finds no queue) pays one EXISTS and no more.
 const gateLua = `
 local function gate(id, ticket, lease)
 	local q, l = qkeys()
-	if ticket == '0' and redis.call('EXISTS', q) == 0 then return nil end
 	local t = now()
 	if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
 	local h, left = head(q, l, t)
@@ -93,35 +97,53 @@ local function gate(id, ticket, lease)
 	if h then leave(q, l, h) end
 	return nil
 end
-local function requeue(id, ticket, lease)
-	if ticket ~= '0' then
-		local q, l = qkeys()
-		enqueue(q, l, now(), id, ticket, tonumber(lease))
-	end
-end
 `
+
+// gateIf is the free-key branch of the acquire scripts, with the waiter's
+// ID, ticket and lease in ARGV[i], ARGV[i+1], ARGV[i+2].
+func gateIf(i int) string {
+	id, ticket, lease := fmt.Sprintf("ARGV[%d]", i), fmt.Sprintf("ARGV[%d]", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+	return `
+	if ` + ticket + ` ~= '0' or redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+` + queueLua + gateLua + `
+		local refused = gate(` + id + `, ` + ticket + `, ` + lease + `)
+		if refused then return refused end
+	end
+`
+}
+
+// requeueIf puts a queued waiter's entry back (or refreshes it) where
+// another token holds the key.
+func requeueIf(i int) string {
+	id, ticket, lease := fmt.Sprintf("ARGV[%d]", i), fmt.Sprintf("ARGV[%d]", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+	return `
+	if ` + ticket + ` ~= '0' then
+` + queueLua + `
+		local q, l = qkeys()
+		enqueue(q, l, now(), ` + id + `, ` + ticket + `, tonumber(` + lease + `))
+	end
+`
+}
 
 // acquireSrc takes the lock or re-enters it.
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] waiter ID,
-// ARGV[5] ticket, ARGV[6] lease ms (see gateLua).
+// ARGV[5] ticket, ARGV[6] lease ms (see gateLua; a caller not queued
+// passes "", 0, 0).
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
 // refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms, or
 // the queue's refusal (gateLua). The holder's token lets a waiter tell a
 // holder with a majority from a split vote; it never leaves the library.
-var acquireSrc = queueLua + gateLua + `
+var acquireSrc = `
 local v = redis.call('GET', KEYS[1])
-if not v then
-	local refused = gate(ARGV[4], ARGV[5], ARGV[6])
-	if refused then return refused end
+if not v then` + gateIf(4) + `
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end
 if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 2
-end
-requeue(ARGV[4], ARGV[5], ARGV[6])
+end` + requeueIf(4) + `
 local nul = string.find(v, '\0', 1, true)
 if nul then v = string.sub(v, 1, nul - 1) end
 return {-1 - redis.call('PTTL', KEYS[1]), v}
@@ -169,7 +191,7 @@ return 1
 // grants, which released no lock anyone held).
 // Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
 // absent (expired); −1 another token holds it.
-var releaseSrc = queueLua + `
+var releaseSrc = `
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
@@ -178,9 +200,10 @@ if ARGV[2] ~= '0' then
 	return 1
 end
 redis.call('DEL', KEYS[1])
-if ARGV[3] ~= '' then
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+` + queueLua + `
 	local q, l = qkeys()
-	local h = redis.call('EXISTS', q) == 1 and head(q, l, now())
+	local h = head(q, l, now())
 	if h then
 		wake(ARGV[3], h, ARGV[1])
 		return {1, h}
@@ -203,17 +226,14 @@ return 1
 // acquireSrc's ARGV[4..6].
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-var acquireFencedSrc = queueLua + gateLua + `
+var acquireFencedSrc = `
 local v = redis.call('GET', KEYS[1])
 local code = 1
-if not v then
-	local refused = gate(ARGV[7], ARGV[8], ARGV[9])
-	if refused then return refused end
+if not v then` + gateIf(7) + `
 else
 	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 		code = 2
-	else
-		requeue(ARGV[7], ARGV[8], ARGV[9])
+	else` + requeueIf(7) + `
 		local nul = string.find(v, '\0', 1, true)
 		if nul then v = string.sub(v, 1, nul - 1) end
 		return {-1 - redis.call('PTTL', KEYS[1]), v}

@@ -234,10 +234,17 @@ type rl struct {
 }
 
 // refusals counts redlock's failed attempts through its observer hook.
+// refusals counts failed attempts, and hands a winning attempt's ticket
+// (Event.Queued) to contend through the Lock call's context.
 func refusals(failed *atomic.Int64) redlock.Observer {
 	return func(e redlock.Event) {
-		if e.Kind == redlock.EventAcquire && e.Err != nil {
+		if e.Kind != redlock.EventAcquire {
+			return
+		}
+		if e.Err != nil {
 			failed.Add(1)
+		} else if t, ok := e.Context.Value(queuedKey{}).(*time.Time); ok && !e.Queued.IsZero() {
+			*t = e.Queued
 		}
 	}
 }

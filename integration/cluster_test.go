@@ -237,7 +237,12 @@ func TestClusterReshardMidRun(t *testing.T) {
 	standalone[0].Pause(t)
 	defer standalone[0].Resume(t)
 	for _, k := range keys {
-		l, err := a.TryLock(t.Context(), k)
+		// Lock, not TryLock: the workers' cancelled waits leave the key's
+		// wait queue in the background, and a TryLock refuses while the
+		// queue has a place.
+		lctx, lcancel := context.WithTimeout(t.Context(), 30*time.Second)
+		l, err := a.Lock(lctx, k)
+		lcancel()
 		if err != nil {
 			t.Fatalf("key %q after the reshard, standalone frozen: %v", k, err)
 		}
