@@ -244,7 +244,7 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 		case res.status == statusHeld && res.head == w.id && res.pttl >= 0:
 			d = res.pttl
 		case res.status == statusQueued:
-			d = res.left
+			d = res.pttl
 		default:
 			continue
 		}

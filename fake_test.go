@@ -99,7 +99,7 @@ func (n *fakeNode) queueGate(key string, p *place) *result {
 	case h == "":
 		return nil
 	case p == nil || h != p.id:
-		return &result{status: statusQueued, head: h, left: left}
+		return &result{status: statusQueued, head: h, pttl: left}
 	}
 	delete(n.queues[key], h)
 	return nil
@@ -120,9 +120,12 @@ func (n *fakeNode) queue(o *op) result {
 	h, left := n.head(o.key)
 	e, held := n.get(o.key)
 	n.mu.Unlock()
-	res := result{status: statusOK, head: h, left: left, free: !held, pttl: -1}
-	if held && !e.expires.IsZero() {
-		res.pttl = e.expires.Sub(time.Now())
+	res := result{status: statusAbsent, head: h, pttl: left}
+	switch {
+	case held && e.expires.IsZero():
+		res.status, res.pttl = statusHeld, -1
+	case held:
+		res.status, res.pttl = statusHeld, e.expires.Sub(time.Now())
 	}
 	if o.quiet && first == o.place.id && h != "" && !held {
 		n.wake(o.wake.(string), o.key, o.place.id, h)

@@ -70,12 +70,11 @@ type waiter struct {
 // judgeReply is a poll's judge: for if w is first and the key free,
 // otherwise against (the key held, or another waiter first).
 func (w *waiter) judgeReply(_ int, r result) result {
-	switch {
-	case r.status != statusOK:
-	case !r.free:
-		r.status = statusHeld
-	case r.head != w.id:
+	if r.status == statusAbsent { // the key is free
 		r.status = statusQueued
+		if r.head == w.id {
+			r.status = statusOK
+		}
 	}
 	return r
 }

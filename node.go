@@ -41,7 +41,7 @@ type result struct {
 	// err and not answered.
 	answered bool
 	status   status
-	pttl     time.Duration // statusHeld from acquire or inspect: holder's remaining TTL, −1 if none
+	pttl     time.Duration // statusHeld: holder's remaining TTL, −1 if none; statusQueued: the first waiter's lease left
 	value    string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
 	fence    int64         // a fenced acquire's grant: the node's new fence counter
 	runID    string        // acquire: the run_id of the server that answered, when known (see stream.prepare)
@@ -49,11 +49,9 @@ type result struct {
 	// period; it does not count towards a majority, but its key is ours.
 	guarded bool
 	// head: the first waiter in the key's queue, from a queue op, a
-	// refusal (statusQueued) or a release; left: its lease left; free: a
-	// queue op found no key.
+	// refusal (statusQueued) or a release; its lease left is pttl when the
+	// key is free (statusQueued, or a queue op's statusAbsent).
 	head string
-	left time.Duration
-	free bool
 	err  error // statusFailed only
 }
 
@@ -288,7 +286,7 @@ func acquireReply(reply any, err error) result {
 			code, _ := r[0].(int64)
 			head, _ := r[2].(string)
 			if code < 0 && head != "" {
-				return result{status: statusQueued, head: head, left: time.Duration(-code-1) * time.Millisecond}
+				return result{status: statusQueued, head: head, pttl: time.Duration(-code-1) * time.Millisecond}
 			}
 			break
 		}
@@ -321,8 +319,9 @@ func acquireReply(reply any, err error) result {
 }
 
 // queueReply decodes a queue op's {head or "", head's lease left ms, key's
-// PTTL (−2: no key)}: status OK (the node answered), with head, left and
-// free; pttl is the key's, −1 when it has none.
+// PTTL (−2: no key)}: statusAbsent (the key is free) with the head and its
+// lease left as pttl, or statusHeld with the head and the key's PTTL (−1
+// when it has none). The poll's judge decides what counts.
 func queueReply(reply []any, err error) result {
 	if err != nil {
 		return result{err: err}
@@ -332,11 +331,13 @@ func queueReply(reply []any, err error) result {
 		left, ok2 := reply[1].(int64)
 		pttl, ok3 := reply[2].(int64)
 		if ok1 && ok2 && ok3 {
-			res := result{status: statusOK, head: head, left: time.Duration(left) * time.Millisecond, free: pttl == -2, pttl: -1}
-			if pttl >= 0 {
-				res.pttl = time.Duration(pttl) * time.Millisecond
+			switch {
+			case pttl == -2:
+				return result{status: statusAbsent, head: head, pttl: time.Duration(left) * time.Millisecond}
+			case pttl < 0:
+				return result{status: statusHeld, head: head, pttl: -1}
 			}
-			return res
+			return result{status: statusHeld, head: head, pttl: time.Duration(pttl) * time.Millisecond}
 		}
 	}
 	return result{err: fmt.Errorf("unexpected queue reply %v", reply)}

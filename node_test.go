@@ -30,17 +30,17 @@ func TestEncode(t *testing.T) {
 		node int
 		want []any
 	}{
-		{"acquire", newOp(opAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000), "", 0, 0}},
+		{"acquire", newOp(opAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000)}},
 		{"acquire, queued", queued, 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000), "W", int64(1795000000000001), int64(1000)}},
 		{"queue: join or refresh", join, 0, []any{"evalsha", sha(opQueue), 1, "K", "W", int64(1795000000000001), int64(1000), "redlock:wake:"}},
 		{"queue: leave", leave, 0, []any{"evalsha", sha(opQueue), 1, "K", "W", 0, int64(1000), "redlock:wake:"}},
-		{"acquire with metadata", newOp(opAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok\x00meta", int64(1500), "", 0, 0}},
+		{"acquire with metadata", newOp(opAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok\x00meta", int64(1500)}},
 		{"extend", newOp(opExtend, "K", "tok", "", 2*time.Second), 0, []any{"evalsha", sha(opExtend), 1, "K", "tok", int64(2000)}},
 		{"release", release, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), "redlock:wake:"}},
 		{"release, quiet", quiet, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), ""}},
 		{"release with cooldown", cooldown, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(60000), "redlock:wake:"}},
 		{"inspect", newOp(opInspect, "K", "", "", 0), 0, []any{"evalsha", sha(opInspect), 2, "K", "K:fence"}},
-		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus, int64(0), "", 0, 0}},
+		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus, int64(0)}},
 		{"fence write-back", newFenceWrite("K", "tok", 42), 0, []any{"evalsha", sha(opFenceWrite), 2, "K:fence", "K", int64(42), "tok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -102,7 +102,7 @@ end
 // gateIf is the free-key branch of the acquire scripts, with the waiter's
 // ID, ticket and lease in ARGV[i], ARGV[i+1], ARGV[i+2].
 func gateIf(i int) string {
-	id, ticket, lease := fmt.Sprintf("ARGV[%d]", i), fmt.Sprintf("ARGV[%d]", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+	id, ticket, lease := fmt.Sprintf("(ARGV[%d] or '')", i), fmt.Sprintf("(ARGV[%d] or '0')", i+1), fmt.Sprintf("ARGV[%d]", i+2)
 	return `
 	if ` + ticket + ` ~= '0' or redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 ` + queueLua + gateLua + `
@@ -115,7 +115,7 @@ func gateIf(i int) string {
 // requeueIf puts a queued waiter's entry back (or refreshes it) where
 // another token holds the key.
 func requeueIf(i int) string {
-	id, ticket, lease := fmt.Sprintf("ARGV[%d]", i), fmt.Sprintf("ARGV[%d]", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+	id, ticket, lease := fmt.Sprintf("(ARGV[%d] or '')", i), fmt.Sprintf("(ARGV[%d] or '0')", i+1), fmt.Sprintf("ARGV[%d]", i+2)
 	return `
 	if ` + ticket + ` ~= '0' then
 ` + queueLua + `
@@ -128,7 +128,7 @@ func requeueIf(i int) string {
 // acquireSrc takes the lock or re-enters it.
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] waiter ID,
 // ARGV[5] ticket, ARGV[6] lease ms (see gateLua; a caller not queued
-// passes "", 0, 0).
+// passes none of the three).
 // Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
 // refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms, or
@@ -355,14 +355,8 @@ func (p *place) time() time.Time {
 	return time.UnixMicro(p.ticket)
 }
 
-// args returns the place's script arguments: ID, ticket, lease in ms; for
-// a caller not queued (nil), constants that cost no allocation.
-func (p *place) args() (id, ticket, lease any) {
-	if p == nil {
-		return "", 0, 0
-	}
-	return p.id, p.ticket, p.lease.Milliseconds()
-}
+// ms is the place's lease in ms.
+func (p *place) ms() int64 { return p.lease.Milliseconds() }
 
 func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
 	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
@@ -384,9 +378,12 @@ func (o *op) encode() {
 		o.argc = 3 + copy(o.argv[3:], args)
 	}
 	switch o.kind {
-	case opAcquire:
-		id, ticket, lease := o.place.args()
-		set(1, o.key, o.token, o.value, ms, id, ticket, lease)
+	case opAcquire: // a caller not queued sends no place: the script only checks that there is no queue
+		if p := o.place; p != nil {
+			set(1, o.key, o.token, o.value, ms, p.id, p.ticket, p.ms())
+		} else {
+			set(1, o.key, o.token, o.value, ms)
+		}
 	case opExtend:
 		set(1, o.key, o.token, ms)
 	case opRelease:
@@ -394,16 +391,19 @@ func (o *op) encode() {
 	case opInspect:
 		set(2, o.key, fenceKey(o.key))
 	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
-		id, ticket, lease := o.place.args()
-		set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence, id, ticket, lease)
+		if p := o.place; p != nil {
+			set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence, p.id, p.ticket, p.ms())
+		} else {
+			set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence)
+		}
 	case opFenceWrite:
 		set(2, fenceKey(o.key), o.key, o.fence, o.token)
 	case opQueue:
-		id, ticket, lease := o.place.args()
+		var ticket any = o.place.ticket
 		if o.quiet {
 			ticket = 0
 		}
-		set(1, o.key, id, ticket, lease, o.wakeArg())
+		set(1, o.key, o.place.id, ticket, o.place.ms(), o.wakeArg())
 	}
 }
 
