@@ -156,8 +156,9 @@ func TestQueueOrder(t *testing.T) {
 
 // placeGhost puts a waiter that will never come back at the head of key's
 // queue on every node, with a place that lapses lease from now on each
-// node's clock, and returns when the first place lapses at the earliest.
-func placeGhost(t *testing.T, nodes []*Node, key string, lease time.Duration) time.Time {
+// node's clock, and returns when the places lapse at the earliest and at
+// the latest.
+func placeGhost(t *testing.T, nodes []*Node, key string, lease time.Duration) (earliest, latest time.Time) {
 	q, l := queueKeys(key)
 	start := time.Now()
 	for _, n := range nodes {
@@ -174,7 +175,7 @@ func placeGhost(t *testing.T, nodes []*Node, key string, lease time.Duration) ti
 			t.Fatal(err)
 		}
 	}
-	return start.Add(lease)
+	return start.Add(lease), time.Now().Add(lease)
 }
 
 // TestDeadWaiterLapses: a waiter that died at the head of the queue (its
@@ -188,7 +189,7 @@ func TestDeadWaiterLapses(t *testing.T) {
 	c := newClient(t, Clients(t, nodes, nil))
 	t.Run("TryLock", func(t *testing.T) {
 		key := UniqueKey(t, nodes)
-		lapse := placeGhost(t, nodes, key, 300*time.Millisecond)
+		lapse, lapsed := placeGhost(t, nodes, key, 300*time.Millisecond)
 		_, err := c.TryLock(t.Context(), key)
 		if time.Now().Before(lapse) {
 			var qe *redlock.QuorumError
@@ -205,7 +206,7 @@ func TestDeadWaiterLapses(t *testing.T) {
 				t.Fatalf("TryLock while the dead waiter's place lives: %v; want a majority refusing with ErrQueued", err)
 			}
 		}
-		time.Sleep(time.Until(lapse) + 20*time.Millisecond) // node clocks are this host's
+		time.Sleep(time.Until(lapsed) + 20*time.Millisecond) // node clocks are this host's
 		l, err := c.TryLock(t.Context(), key)
 		if err != nil {
 			t.Fatalf("TryLock after the dead waiter's lease: %v; its place still blocks the queue", err)
@@ -218,7 +219,7 @@ func TestDeadWaiterLapses(t *testing.T) {
 		key := UniqueKey(t, nodes)
 		count := &attemptCounter{}
 		w := newClient(t, Clients(t, nodes, nil), redlock.WithObserver(count.observe))
-		lapse := placeGhost(t, nodes, key, 300*time.Millisecond)
+		lapse, _ := placeGhost(t, nodes, key, 300*time.Millisecond)
 		// An hour between looks at the queue: only the hint of the dead
 		// waiter's lease (or the lease/3 refresh) can end the wait in time.
 		l, err := w.Lock(t.Context(), key, redlock.WithRetry(redlock.RandomBackoff(time.Hour, time.Hour)))
