@@ -80,9 +80,12 @@ func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, e
 			c.hand.leave(rkey, w)
 		}
 	}()
-	// giveUp leaves the queue and returns the last failure, with cause.
+	// giveUp leaves the queue (in the background) and returns the last
+	// failure, with cause.
 	giveUp := func(cause error) (*Lock, error) {
-		c.dequeue(ctx, rkey, lc, w)
+		if w != nil {
+			c.leaveOn(ctx, c.nodes, &w.place, rkey, lc.ttl)
+		}
 		return nil, last.err(c, key, ctx, cause)
 	}
 	attemptNext := true
@@ -254,14 +257,6 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 		}
 	}
 	return f
-}
-
-// dequeue takes w's place (if any) out of the key's queue on every node, in
-// the background: the Lock gave up.
-func (c *Client) dequeue(ctx context.Context, rkey string, lc *lockConfig, w *waiter) {
-	if w != nil {
-		c.leaveOn(ctx, c.nodes, &w.place, rkey, lc.ttl)
-	}
 }
 
 // leaveOn takes the place p out of rkey's queue on nodes, in the background.

@@ -43,20 +43,14 @@ type handoff struct {
 }
 
 type waitQueue struct {
-	waiters      map[string]*waiter // this Client's, by ID
-	holder       string             // token of this Client's lock on the key, while held
-	lastReleased string             // token of this Client's last release of the key
-	notices      map[string]*heard  // release notices heard, per released token
+	waiters      map[string]*waiter  // this Client's, by ID
+	holder       string              // token of this Client's lock on the key, while held
+	lastReleased string              // token of this Client's last release of the key
+	notices      map[string][]string // per released token, the waiter each notice of its release named
 	// contended: until then, Lock calls of this Client queue at once
 	// instead of trying first: the key's last release that this Client
 	// saw found others waiting.
 	contended time.Time
-}
-
-// heard counts the notices of one release, and the waiters they named.
-type heard struct {
-	n     int
-	named []string
 }
 
 // waiter is one waiting Lock call.
@@ -233,17 +227,12 @@ func (h *handoff) notice(_, payload string) {
 		return // nobody waits, we hold it, or our own release, handled already
 	}
 	if q.notices == nil || len(q.notices) > 64 { // tokens are unique: forget old ones
-		q.notices = make(map[string]*heard)
+		q.notices = make(map[string][]string)
 	}
-	n := q.notices[token]
-	if n == nil {
-		n = &heard{}
-		q.notices[token] = n
-	}
-	n.n++
-	n.named = append(n.named, head)
-	if n.n == h.c.quorum() {
-		q.wakeNamed(mostNamed(n.named), h.c.cfg.lease)
+	named := append(q.notices[token], head)
+	q.notices[token] = named
+	if len(named) == h.c.quorum() {
+		q.wakeNamed(mostNamed(named), h.c.cfg.lease)
 	}
 }
 

@@ -102,7 +102,7 @@ end
 // gateIf is the free-key branch of the acquire scripts, with the waiter's
 // ID, ticket and lease in ARGV[i], ARGV[i+1], ARGV[i+2].
 func gateIf(i int) string {
-	id, ticket, lease := fmt.Sprintf("(ARGV[%d] or '')", i), fmt.Sprintf("(ARGV[%d] or '0')", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+	id, ticket, lease := placeArgv(i)
 	return `
 	if ` + ticket + ` ~= '0' or redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 ` + queueLua + gateLua + `
@@ -112,10 +112,16 @@ func gateIf(i int) string {
 `
 }
 
+// placeArgv names, in Lua, a queued waiter's ID, ticket and lease given
+// from ARGV[i] on; a caller not queued passes none of them.
+func placeArgv(i int) (id, ticket, lease string) {
+	return fmt.Sprintf("(ARGV[%d] or '')", i), fmt.Sprintf("(ARGV[%d] or '0')", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+}
+
 // requeueIf puts a queued waiter's entry back (or refreshes it) where
 // another token holds the key.
 func requeueIf(i int) string {
-	id, ticket, lease := fmt.Sprintf("(ARGV[%d] or '')", i), fmt.Sprintf("(ARGV[%d] or '0')", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+	id, ticket, lease := placeArgv(i)
 	return `
 	if ` + ticket + ` ~= '0' then
 ` + queueLua + `
