@@ -183,14 +183,17 @@ func (h *handoff) acquired(rkey, token string) {
 	}
 }
 
-// released handles this Client's release of rkey: the nodes named head as
-// the first waiter (or none), whom it wakes if it is this Client's.
-func (h *handoff) released(rkey, token, head string) {
+// released handles this Client's release of rkey: heads are the first
+// waiters the nodes that answered named (none: no queue). The waiter a
+// majority of nodes named is woken if it is this Client's; a waiter named
+// by fewer may be first only where the new holder's attempt came in ahead
+// of this release, and would attempt in vain.
+func (h *handoff) released(rkey, token string, heads []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
 	if q == nil {
-		if head == "" {
+		if len(heads) == 0 {
 			return
 		}
 		q = h.queue(rkey)
@@ -199,14 +202,14 @@ func (h *handoff) released(rkey, token, head string) {
 		q.holder = ""
 	}
 	q.lastReleased = token
-	q.wakeNamed(head, h.c.cfg.lease)
+	q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
 	h.forget(rkey, q)
 }
 
 // notice handles a wake-up published by a node: the key, the released
 // token and the first waiter's ID, NUL-separated. When a majority of nodes
 // have announced the release of the same token to this Client, the lock
-// can be had: the waiter most of them named is woken. Waking at the first
+// can be had: the waiter a majority of them named is woken. Waking at the first
 // notice would send the attempt while most nodes still hold the key; a
 // competitor releasing a partial grant publishes nothing.
 func (h *handoff) notice(_, payload string) {
@@ -231,19 +234,20 @@ func (h *handoff) notice(_, payload string) {
 	}
 	named := append(q.notices[token], head)
 	q.notices[token] = named
-	if len(named) == h.c.quorum() {
-		q.wakeNamed(mostNamed(named), h.c.cfg.lease)
+	if count(named, head) == h.c.quorum() { // once: this notice made the majority
+		q.wakeNamed(named, h.c.quorum(), h.c.cfg.lease)
 	}
 }
 
-// wakeNamed wakes this Client's waiter with ID head, if any; with no head
-// named, the first of this Client's waiters (one that has not joined the
-// nodes' queues yet). It notes whether others wait.
-func (q *waitQueue) wakeNamed(head string, lease time.Duration) {
+// wakeNamed wakes this Client's waiter that at least quorum of heads name,
+// if any; with no head named at all, the first of this Client's waiters
+// (one that has not joined the nodes' queues yet). It notes whether others
+// wait.
+func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) {
 	var w *waiter
-	if head != "" {
+	if len(heads) > 0 {
 		q.contended = time.Now().Add(lease)
-		w = q.waiters[head]
+		w = q.waiters[namedBy(heads, quorum)]
 	} else {
 		q.contended = time.Time{}
 		for _, x := range q.waiters {
@@ -260,22 +264,25 @@ func (q *waitQueue) wakeNamed(head string, lease time.Duration) {
 	}
 }
 
-// mostNamed returns the ID named most often ("" for none), the earliest
-// named on a tie.
-func mostNamed(ids []string) string {
-	best, most := "", 0
-	for i, id := range ids {
-		n := 0
-		for _, x := range ids[i:] {
-			if x == id {
-				n++
-			}
-		}
-		if n > most {
-			best, most = id, n
+// namedBy returns the ID that at least quorum of ids name, "" if none.
+func namedBy(ids []string, quorum int) string {
+	for _, id := range ids {
+		if count(ids, id) >= quorum {
+			return id
 		}
 	}
-	return best
+	return ""
+}
+
+// count returns how many of ids are id.
+func count(ids []string, id string) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
 }
 
 // close stops the subscriptions and waits for them.

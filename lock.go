@@ -245,7 +245,7 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 		l.invalidate(true)
 		l.end(ErrReleased)
 		c.untrack(l)
-		c.hand.released(l.rkey, l.token, namedHead(r))
+		c.hand.released(l.rkey, l.token, namedHeads(r))
 		if c.observing() {
 			now := time.Now()
 			c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeResults(nodes, r)})
@@ -267,20 +267,20 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 	l.invalidate(true)
 	l.end(qerr)
 	c.untrack(l)
-	c.hand.released(l.rkey, l.token, namedHead(r))
+	c.hand.released(l.rkey, l.token, namedHeads(r))
 	return qerr
 }
 
-// namedHead returns the first waiter of the key's queue as most nodes of a
-// release round r named it, "" if none did.
-func namedHead(r *round) string {
+// namedHeads returns the first waiters of the key's queue that the nodes
+// of a release round r named, nil if none did.
+func namedHeads(r *round) []string {
 	var named []string
 	for _, res := range r.results {
 		if res.head != "" {
 			named = append(named, res.head)
 		}
 	}
-	return mostNamed(named)
+	return named
 }
 
 // endedBy tells, from a failed extend or release round over the lock's
