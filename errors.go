@@ -57,6 +57,10 @@ var (
 	// returns it at once instead of waiting; the QuorumError names each
 	// node's reply and what to change.
 	ErrUnusable = errors.New("redlock: no majority possible until the nodes or options change")
+	// ErrNoLeader: Election.Leader found no leadership on a majority of
+	// nodes (none, or a candidate that won and has not announced its term
+	// yet).
+	ErrNoLeader = errors.New("redlock: no leader")
 )
 
 // QuorumError is the error of an operation that did not win a majority. It

@@ -38,7 +38,7 @@ type fakeNode struct {
 	calls       atomic.Int32
 	releaseErrs []error // ctx.Err() seen by each release call
 	extends     atomic.Int32
-	noNotices   bool // releases publish nothing
+	noNotices   bool // releases and proclaims publish nothing
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
 	hold func(o *op)
@@ -160,11 +160,16 @@ func (n *fakeNode) watch(channel string, deliver func(channel, payload string), 
 // through its wake channel, that id is first and key free since token's
 // release; callers must not hold n.mu.
 func (n *fakeNode) wake(prefix, key, token, id string) {
+	client, _, _ := strings.Cut(id, ".")
+	n.publish(prefix+client, key+"\x00"+token+"\x00"+id)
+}
+
+// publish delivers payload to the node's watchers of channel; callers must
+// not hold n.mu.
+func (n *fakeNode) publish(channel, payload string) {
 	if n.noNotices {
 		return
 	}
-	client, _, _ := strings.Cut(id, ".")
-	channel := prefix + client
 	n.mu.Lock()
 	var ws []func(channel, payload string)
 	for _, w := range n.watchers {
@@ -174,7 +179,7 @@ func (n *fakeNode) wake(prefix, key, token, id string) {
 	}
 	n.mu.Unlock()
 	for _, w := range ws {
-		w(channel, key+"\x00"+token+"\x00"+id)
+		w(channel, payload)
 	}
 }
 
@@ -279,6 +284,8 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 		return n.fenceWrite(o.key, o.token, o.fence)
 	case opExtend:
 		return n.extend(o.key, o.token, o.ttl)
+	case opProclaim:
+		return n.proclaim(o.key, o.token, o.value, o.fence)
 	case opRelease:
 		wake, _ := o.wake.(string)
 		return n.release(ctx, o.key, o.token, o.ttl, wake)
@@ -438,6 +445,25 @@ func (n *fakeNode) extend(key, token string, ttl time.Duration) result {
 	if mine {
 		e.expires = time.Now().Add(ttl.Truncate(time.Millisecond))
 		n.keys[key] = e
+	}
+	return res
+}
+
+// proclaim is proclaimSrc: replace the value of a key we hold, keeping its
+// TTL, and announce it on the key's leader channel.
+func (n *fakeNode) proclaim(key, token, value string, term int64) result {
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	e, res, mine := n.owned(key, token)
+	if mine {
+		e.value = value
+		n.keys[key] = e
+	}
+	n.mu.Unlock()
+	if mine {
+		n.publish(key+":leader", strconv.FormatInt(term, 10))
 	}
 	return res
 }

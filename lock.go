@@ -104,14 +104,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	c := l.c
-	if err := ctx.Err(); err != nil {
-		return &QuorumError{Op: "extend", key: l.key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
+	if err := l.begin(ctx, "extend"); err != nil {
+		return err
 	}
-	l.serial.Lock()
 	defer l.serial.Unlock()
-	if l.isReleased() {
-		return fmt.Errorf("%w: %q", ErrReleased, l.key)
-	}
 	start := time.Now()
 	// On failure, hear every node: taken over and expired differ.
 	r := c.send(ctx, request{op: newOp(opExtend, l.rkey, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
@@ -129,12 +125,73 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return nil
 	}
-	qerr := c.quorumError("extend", l.key, c.nodes, r, 0, ctx)
+	qerr := l.updateFailed(ctx, "extend", r)
+	if c.observing() {
+		c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeResults(c.nodes, r)})
+	}
+	if qerr.err != ErrNotObtained {
+		l.invalidate(false)
+		l.endEarly(qerr)
+	}
+	return qerr
+}
+
+// begin starts an extend or proclaim (op): it fails if ctx is done or the
+// lock released, and otherwise returns holding l.serial, which the caller
+// unlocks.
+func (l *Lock) begin(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return &QuorumError{Op: op, key: l.key, Quorum: l.c.quorum(), err: ErrNotObtained, cause: err}
+	}
+	l.serial.Lock()
+	if l.isReleased() {
+		l.serial.Unlock()
+		return fmt.Errorf("%w: %q", ErrReleased, l.key)
+	}
+	return nil
+}
+
+// updateFailed describes a failed extend or proclaim round r over every
+// node, as ErrTakenOver or ErrExpired when the answers show the lock has
+// ended (the caller then ends it), else ErrNotObtained.
+func (l *Lock) updateFailed(ctx context.Context, op string, r *round) *QuorumError {
+	qerr := l.c.quorumError(op, l.key, l.c.nodes, r, 0, ctx)
 	if ended := l.endedBy(r, nil); ended != nil {
 		qerr.err = ended
 	}
-	if c.observing() {
-		c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeResults(c.nodes, r)})
+	return qerr
+}
+
+// proclaim replaces the metadata stored with the lock on every node that
+// holds it, keeping the keys' TTLs, and announces the change on the key's
+// leader channel with term as the payload (see Election). Like Extend, it
+// succeeds when a majority replaced it, and ends the lock when the answers
+// show it has been taken over or has expired.
+func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
+	c := l.c
+	if err := l.begin(ctx, "proclaim"); err != nil {
+		return err
+	}
+	defer l.serial.Unlock()
+	if l.Validity() <= 0 {
+		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
+	}
+	o := newOp(opProclaim, l.rkey, l.token, encodeValue(l.token, meta), 0)
+	o.fence = term
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
+	r.finish(&c.bg, nil)
+	if r.tally.won() && l.Validity() > 0 {
+		return nil
+	}
+	qerr := l.updateFailed(ctx, "proclaim", r)
+	switch hint := c.unusable(r); {
+	case r.tally.won():
+		qerr.err, qerr.detail = ErrExpired, "validity ran out"
+	case hint != "" && qerr.cause == nil:
+		qerr.unusable, qerr.detail = true, hint
 	}
 	if qerr.err != ErrNotObtained {
 		l.invalidate(false)

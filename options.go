@@ -66,6 +66,7 @@ type lockConfig struct {
 	maxHold    time.Duration
 	fencing    bool
 	onEnd      func(error) // Do: cancels fn's context when the lock ends early
+	recampaign bool        // Election.Lead: campaign again after a lost leadership
 }
 
 func defaultConfig() config {
@@ -89,9 +90,11 @@ type Option interface {
 type scope uint8
 
 const (
-	toClient  scope = 1 << iota // New
-	toLock                      // Lock, TryLock, Do
-	toInspect                   // Inspect
+	toClient   scope = 1 << iota // New
+	toLock                       // Lock, TryLock, Do
+	toInspect                    // Inspect
+	toElection                   // Client.Election
+	toLead                       // Election.Lead
 )
 
 type option struct {
@@ -120,6 +123,8 @@ func applyClient(cfg *config, opts []Option) error {
 		op := o.option()
 		var err error
 		switch {
+		case op.scope == toLead:
+			err = invalid("%s applies to Election.Lead only", op.name)
 		case op.scope&toClient == 0:
 			err = invalid("%s applies to one lock: pass it to Lock, TryLock or Do, not to New", op.name)
 		case op.client != nil:
@@ -149,6 +154,12 @@ func applyCall(lc *lockConfig, s scope, opts []Option) error {
 			}
 		case s == toInspect:
 			return invalid("%s does not apply to Inspect, which takes only WithToken", op.name)
+		case s == toElection:
+			return invalid("%s does not apply to an Election, which takes WithTTL, WithRetry and WithAutoExtend", op.name)
+		case s == toLead:
+			return invalid("%s does not apply to Lead, which takes only WithRecampaign", op.name)
+		case op.scope == toLead:
+			return invalid("%s applies to Election.Lead only", op.name)
 		default:
 			return invalid("%s applies to the Client: pass it to New", op.name)
 		}
@@ -159,9 +170,11 @@ func applyCall(lc *lockConfig, s scope, opts []Option) error {
 // WithTTL sets how long a lock lives on the nodes unless extended: at least
 // 1 ms, at most 24 h, and long enough to leave positive validity after
 // drift. The default is 10 s. It applies to New (the default for every
-// lock) and to Lock, TryLock and Do.
+// lock), to Lock, TryLock and Do, and to Client.Election (a leadership's
+// TTL: a dead leader is replaced about this long after its last
+// extension).
 func WithTTL(ttl time.Duration) Option {
-	return lockOption("WithTTL", toClient|toLock, func(c *lockConfig) error {
+	return lockOption("WithTTL", toClient|toLock|toElection, func(c *lockConfig) error {
 		if err := checkDuration("TTL", ttl); err != nil {
 			return err
 		}
@@ -173,9 +186,11 @@ func WithTTL(ttl time.Duration) Option {
 // WithRetry sets how Lock retries after a failed attempt. The default waits
 // a random delay in [10 ms, 200 ms) between attempts until the context ends
 // (see RandomBackoff). TryLock never retries. It applies to New, Lock and
-// Do.
+// Do, and to Client.Election, whose candidates otherwise only look at the
+// queue to refresh their place (every waiter lease/3) and when the
+// leader's keys run out.
 func WithRetry(s RetryStrategy) Option {
-	return lockOption("WithRetry", toClient|toLock, func(c *lockConfig) error {
+	return lockOption("WithRetry", toClient|toLock|toElection, func(c *lockConfig) error {
 		if s == nil {
 			return invalid("nil retry strategy")
 		}
@@ -226,9 +241,11 @@ func WithToken(token string) Option {
 // majority, the lock ends with TTL/10 of validity left: [Lock.Done] is
 // closed and [Lock.Err] says why. Failed extensions are reported to
 // observers. [Client.Do] always auto-extends. The default is no
-// auto-extension. It applies to New, Lock, TryLock and Do.
+// auto-extension. It applies to New, Lock, TryLock and Do, and to
+// Client.Election (a leadership always auto-extends; this sets the
+// interval).
 func WithAutoExtend(interval time.Duration) Option {
-	return lockOption("WithAutoExtend", toClient|toLock, func(c *lockConfig) error {
+	return lockOption("WithAutoExtend", toClient|toLock|toElection, func(c *lockConfig) error {
 		if interval < 0 {
 			return invalid("auto-extend interval %v is negative", interval)
 		}
@@ -398,7 +415,11 @@ func checkKey(key string) error {
 // callConfig validates key and opts, given to a call of scope s, and
 // returns the call's lock settings.
 func (c *Client) callConfig(key string, s scope, opts []Option) (lockConfig, error) {
-	lc := c.cfg.lock
+	return c.configure(c.cfg.lock, key, s, opts)
+}
+
+// configure is callConfig from the settings lc.
+func (c *Client) configure(lc lockConfig, key string, s scope, opts []Option) (lockConfig, error) {
 	if err := checkKey(key); err != nil {
 		return lc, err
 	}

@@ -42,6 +42,9 @@ type request struct {
 	need    int              // agreements that make the round a success
 	timeout time.Duration    // bounds every node's call
 	stop    func(tally) bool // decides the round before every node answered; nil waits for all
+	// settled, if set, also decides the round early, from the replies so
+	// far (by node index; those not in yet are zero).
+	settled func(results []result) bool
 	// judge, if set, sees each reply before it is counted, and may return
 	// it marked as a grant that does not count (the restart guard does). It
 	// takes and returns a value: a pointer through a function value would
@@ -107,7 +110,7 @@ func fanOut(ctx context.Context, req request) *round {
 		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r})
 	}
 	var expired <-chan time.Time
-	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) {
+	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) && (req.settled == nil || !req.settled(r.results)) {
 		if expired == nil {
 			select { // replies already in need no timer
 			case x := <-r.replies:

@@ -285,6 +285,21 @@ if c < t then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 `
 
+// proclaimSrc replaces the value (token and metadata) of a key we hold,
+// keeping its TTL, and announces it on the channel KEYS[1]..":leader" (an
+// election's leader changes; see election.go). It never re-creates a key.
+// ARGV[1] token, ARGV[2] new value (starting with the token), ARGV[3] the
+// notice's payload.
+// Reply: 1 replaced; 0 key absent (expired); −1 another token holds it.
+const proclaimSrc = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+redis.call('PUBLISH', KEYS[1] .. ':leader', ARGV[3])
+return 1
+`
+
 // inspectSrc reads the key's value and PTTL, and its fence counter, in one
 // atomic step. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil}.
 const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}`
@@ -300,6 +315,7 @@ const (
 	opAcquireFenced
 	opFenceWrite
 	opQueue
+	opProclaim
 )
 
 // fenceModulus: node i's fence counter only takes values ≡ i (mod 64), and
@@ -317,10 +333,10 @@ type script struct {
 	src, sha any
 }
 
-var scripts = func() [7]script {
-	var s [7]script
+var scripts = func() [8]script {
+	var s [8]script
 	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
-		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc} {
+		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc, opProclaim: proclaimSrc} {
 		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	return s
@@ -334,7 +350,7 @@ type op struct {
 	kind              opKind
 	key, token, value string
 	ttl               time.Duration // TTL, or cooldown for release
-	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal
+	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal; opProclaim: the term
 	quiet             bool          // opQueue: leave the queue
 	wake              any           // opRelease, opQueue: the wake channels' prefix (a string); nil: wake nobody
 	place             *place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
@@ -404,6 +420,8 @@ func (o *op) encode() {
 		}
 	case opFenceWrite:
 		set(2, fenceKey(o.key), o.key, o.fence, o.token)
+	case opProclaim: // the notice's payload is the term: see Election
+		set(1, o.key, o.token, o.value, o.fence)
 	case opQueue:
 		var ticket any = o.place.ticket
 		if o.quiet {

@@ -1,0 +1,461 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Election is a leader election over the Client's nodes, by name: at most
+// one [Leadership] at a time, each with a term that is strictly larger
+// than every earlier leadership's. It is a lock underneath, and reuses all
+// of it: a candidate is a Lock waiting in the key's wait queue (so
+// candidates are served in the order they started campaigning, across
+// processes), a leadership is a lock with fencing (the fencing token is the
+// term) and auto-extension, and Resign is its Unlock, which wakes the next
+// candidate at once. The leader's value and term are stored with the lock
+// on every node, so that [Election.Leader] and [Election.Observe] can read
+// them.
+//
+// An election's key is "election:" + name: [Client.Inspect] of that key
+// shows the leader (its metadata is the term, a space and the value).
+// docs/election.md says what a term protects and what it does not.
+type Election struct {
+	c    *Client
+	name string
+	key  string // the lock key: "election:" + name
+	rkey string
+	lc   lockConfig
+}
+
+// Leader is a leadership as the nodes show it: the value its leader
+// advertises, and its term.
+type Leader struct {
+	Value string
+	Term  uint64
+	seq   uint64 // announcements in the term: orders a leader's values
+}
+
+const (
+	electionInfix = "election:"
+	// maxValueLen: the value shares the lock's metadata with the term.
+	maxValueLen = maxMetadataLen - 21
+	// observePoll bounds how long Observe goes without reading the leader,
+	// should notices be lost.
+	observePoll = 10 * time.Second
+)
+
+// campaignRetry is a candidate's default strategy: no delay of its own, so
+// that a candidate looks at the queue only to refresh its place and when
+// the leader's keys run out (see Client.lock), and otherwise waits for the
+// release that names it.
+func campaignRetry(int) (time.Duration, bool) { return math.MaxInt64, true }
+
+// Election returns the election called name (1 to 1015 bytes). Options:
+// WithTTL (a leadership's TTL, by default the Client's), WithAutoExtend (how
+// often a leadership is extended; TTL/3 by default) and WithRetry (how
+// often a waiting candidate looks at the queue; by default only as often
+// as its place needs refreshing, see WithWaiterLease). A leadership is
+// never capped (WithMaxHold does not apply). All candidates of an election
+// should use the same TTL.
+func (c *Client) Election(name string, opts ...Option) (*Election, error) {
+	key := electionInfix + name
+	if name == "" {
+		return nil, invalid("empty election name")
+	}
+	base := c.cfg.lock
+	base.retry = nil // the Client's default is for locks
+	lc, err := c.configure(base, key, toElection, opts)
+	if err != nil {
+		return nil, err
+	}
+	if lc.retry == nil {
+		lc.retry = campaignRetry
+	}
+	lc.fencing, lc.autoExtend, lc.token = true, true, ""
+	lc.maxHold = math.MaxInt64 / 2 // about 146 years: never capped
+	return &Election{c: c, name: name, key: key, rkey: c.redisKey(key), lc: lc}, nil
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Campaign waits until this caller leads the election, or ctx ends or the
+// Client is closed, and returns the leadership. value is advertised to
+// [Election.Leader] and [Election.Observe] while it leads (at most 4075
+// bytes; [Leadership.Proclaim] changes it).
+//
+// Candidates wait in the order they started campaigning, across processes
+// (see [Client.Lock]). When the leader resigns, the first candidate is told
+// at once; when the leader dies, it takes over when the leader's keys have
+// run out on a majority of nodes: about the TTL after the leader's last
+// extension, never before the dead leader's validity ended.
+//
+// A candidate leads once it holds the election's lock and has stored its
+// term and value on a majority of nodes; should that fail, it resigns and
+// campaigns again. On failure the error is that of [Client.Lock].
+func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
+	return e.campaign(ctx, value, nil)
+}
+
+func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)) (*Leadership, error) {
+	if len(value) > maxValueLen {
+		return nil, invalid("value is %d bytes, more than %d", len(value), maxValueLen)
+	}
+	lc := e.lc
+	lc.meta, lc.onEnd = encodeLeader(0, 0, value), onEnd
+	for failed := 1; ; failed++ {
+		l, err := e.c.lock(ctx, e.key, &lc)
+		if err != nil {
+			return nil, err
+		}
+		term := l.fence
+		err = l.proclaim(ctx, encodeLeader(uint64(term), 1, value), term)
+		if err == nil {
+			return &Leadership{e: e, l: l, value: value, seq: 1}, nil
+		}
+		// Leading unannounced would leave Leader and Observe blind: give
+		// the lock back and start again, unless waiting cannot help.
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		if errors.Is(err, ErrUnusable) || ctx.Err() != nil {
+			return nil, err
+		}
+		d, ok := lc.retry(failed)
+		if !ok {
+			return nil, err
+		}
+		t := time.NewTimer(min(d, time.Second))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-e.c.closed:
+			t.Stop()
+			return nil, errors.Join(err, ErrClosed)
+		}
+	}
+}
+
+// encodeLeader is the metadata a leader stores with the election's lock:
+// its term (0 until announced), a dot, how many times it announced a value
+// in that term, a space, and the value.
+func encodeLeader(term, seq uint64, value string) string {
+	return strconv.FormatUint(term, 10) + "." + strconv.FormatUint(seq, 10) + " " + value
+}
+
+// decodeLeader reads a leader from the metadata of the election's lock;
+// false if it is not an announced leader's.
+func decodeLeader(meta string) (Leader, bool) {
+	t, value, ok := strings.Cut(meta, " ")
+	t, n, ok2 := strings.Cut(t, ".")
+	term, err := strconv.ParseUint(t, 10, 64)
+	seq, err2 := strconv.ParseUint(n, 10, 64)
+	if !ok || !ok2 || err != nil || err2 != nil || term == 0 {
+		return Leader{}, false
+	}
+	return Leader{Value: value, Term: term, seq: seq}, true
+}
+
+// newer reports whether ld was announced after old.
+func (ld Leader) newer(old Leader) bool {
+	return ld.Term > old.Term || ld.Term == old.Term && ld.seq > old.seq
+}
+
+// Leader returns the current leader: the holder of the election's lock on
+// a majority of nodes, with the latest value and term it announced on any
+// of them (an announcement is stored on a majority, so every majority sees
+// it). It returns an error matching [ErrNoLeader] when a majority of nodes
+// answered and no candidate holds a majority of them, or the one that does
+// has not announced itself yet (it has just won); and a [*QuorumError]
+// matching [ErrNotObtained] when too few nodes answered to tell. It
+// returns as soon as the answers decide, so a node that does not answer
+// costs nothing while the others agree.
+//
+// Like every read, the answer may be out of date by the time it is used: a
+// leader's authority over a downstream system is its term, checked there
+// (docs/election.md).
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	c := e.c
+	if err := ctx.Err(); err != nil {
+		return Leader{}, err
+	}
+	if err := c.checkOpen(); err != nil {
+		return Leader{}, err
+	}
+	q := c.quorum()
+	r := c.send(ctx, request{op: newOp(opInspect, e.rkey, "", "", 0), timeout: c.nodeTimeout(e.lc.ttl),
+		settled: func(rs []result) bool { return leaderOf(rs, q).decided }})
+	r.finish(&c.bg, nil)
+	switch v := leaderOf(r.results, q); {
+	case v.announced:
+		return v.leader, nil
+	case v.held:
+		return Leader{}, fmt.Errorf("%w: %q: a candidate won, and has not announced itself yet", ErrNoLeader, e.name)
+	case v.answered >= q:
+		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
+	}
+	qerr := c.quorumError("leader", e.key, c.nodes, r, 0, ctx)
+	qerr.Granted = leaderOf(r.results, q).answered
+	qerr.detail = "too few nodes answered to tell the leader"
+	return Leader{}, qerr
+}
+
+// vote is what a read of the election's lock found.
+type vote struct {
+	leader    Leader // the holder's latest announcement
+	held      bool   // a token holds a majority of nodes
+	announced bool   // and some node of those has its announcement
+	answered  int    // nodes that answered
+	decided   bool   // a token holds a majority, or none can
+}
+
+// leaderOf reads inspect results rs (those not in yet are zero) with
+// quorum q.
+func leaderOf(rs []result, q int) vote {
+	var v vote
+	best, pending := 0, 0
+	for _, r := range rs {
+		switch {
+		case r.undecided():
+			pending++
+		case r.status == statusAbsent:
+			v.answered++
+		case r.status == statusHeld:
+			v.answered++
+			token, _, _ := strings.Cut(r.value, "\x00")
+			n := 0
+			for _, o := range rs {
+				if o.status == statusHeld && strings.HasPrefix(o.value, token) && (len(o.value) == len(token) || o.value[len(token)] == 0) {
+					n++
+				}
+			}
+			best = max(best, n)
+			if n < q {
+				continue
+			}
+			v.held = true
+			_, meta, _ := strings.Cut(r.value, "\x00")
+			if ld, ok := decodeLeader(meta); ok && (!v.announced || ld.newer(v.leader)) {
+				v.leader, v.announced = ld, true
+			}
+		}
+	}
+	v.decided = v.held || best+pending < q
+	return v
+}
+
+// Observe returns a channel of the election's leaders, in term order: the
+// current leader first, if there is one, then each new leader (and each
+// new value a leader proclaims), until ctx ends or the Client is closed,
+// when the channel is closed. A reader that falls behind skips to the
+// latest leader; it never sees an older term after a newer one.
+//
+// It listens on every node for the notices that leaders send when they
+// announce themselves (one subscription per node, for as long as it runs)
+// and reads the leader as [Election.Leader] does after each; should
+// notices be lost, it reads the leader every 10 s (or TTL/2 if shorter)
+// anyway.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	c := e.c
+	ch := make(chan Leader)
+	if ctx.Err() != nil || c.checkOpen() != nil {
+		close(ch)
+		return ch
+	}
+	kick := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	stops := make([]func(), len(c.nodes))
+	for i, n := range c.nodes {
+		// A subscription confirmed is a reason to read too: a leader
+		// announced before it was would go unseen until the next poll.
+		stops[i] = n.watch(e.rkey+":leader", func(string, string) { notify() }, notify)
+	}
+	c.bg.Go(func() {
+		defer func() {
+			var wg sync.WaitGroup
+			for _, stop := range stops {
+				wg.Go(stop)
+			}
+			wg.Wait()
+		}()
+		e.observe(ctx, ch, kick)
+	})
+	return ch
+}
+
+// observe is Observe's loop: it reads the leader when kicked and every
+// poll period, and hands ch each leader newer than the last it had.
+func (e *Election) observe(ctx context.Context, ch chan<- Leader, kick <-chan struct{}) {
+	defer close(ch)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	var (
+		latest  Leader // the newest leader read
+		pending bool   // latest has not been handed over yet
+	)
+	for {
+		var out chan<- Leader
+		if pending {
+			out = ch
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.c.closed:
+			return
+		case out <- latest:
+			pending = false
+			continue
+		case <-kick:
+		case <-poll.C:
+			poll.Reset(min(observePoll, e.lc.ttl/2))
+		}
+		ld, err := e.Leader(ctx)
+		if err == nil && ld.newer(latest) {
+			latest, pending = ld, true
+		}
+	}
+}
+
+// Leadership is one term of leading an election, from [Election.Campaign].
+// It is kept alive on the nodes (auto-extension) until Resign, until the
+// Client is closed, or until it can no longer be kept, which [Leadership.Done]
+// tells.
+type Leadership struct {
+	e     *Election
+	l     *Lock
+	mu    sync.Mutex
+	value string // advertised
+	seq   uint64 // announcements made
+}
+
+// Term returns the leadership's term: its fencing token, strictly larger
+// than every earlier leadership's of the election, and never shared.
+// Downstream systems that refuse a term lower than one they have seen are
+// safe from a leader that was paused past its leadership (docs/election.md).
+func (ld *Leadership) Term() uint64 { return ld.l.Fence() }
+
+// Value returns the value the leadership advertises.
+func (ld *Leadership) Value() string {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	return ld.value
+}
+
+// Election returns the election led.
+func (ld *Leadership) Election() *Election { return ld.e }
+
+// Done returns a channel that is closed when the leadership ends: after
+// Resign or Close, or when it could not be extended, TTL/10 before its
+// validity runs out (so that the leader has that long to stop before
+// another candidate can lead). [Leadership.Err] then says why.
+func (ld *Leadership) Done() <-chan struct{} { return ld.l.Done() }
+
+// Err returns nil while the leadership holds; once Done is closed, why it
+// ended: an error matching [ErrExpired] or [ErrTakenOver] (lost), or
+// [ErrReleased] (resigned, or the Client closed).
+func (ld *Leadership) Err() error { return ld.l.Err() }
+
+// Validity returns how long the leadership is valid at least, as
+// [Lock.Validity].
+func (ld *Leadership) Validity() time.Duration { return ld.l.Validity() }
+
+// Lock returns the lock under the leadership, for what a Lock offers
+// beyond it (its key, Validity, Token). Unlock on it is Resign.
+func (ld *Leadership) Lock() *Lock { return ld.l }
+
+// Resign ends the leadership at once: the next candidate is woken and
+// leads about one round trip later. Errors are those of [Lock.Unlock];
+// after the leadership ended for another reason, it returns that reason.
+func (ld *Leadership) Resign(ctx context.Context) error { return ld.l.Unlock(ctx) }
+
+// Proclaim changes the value the leadership advertises, without an
+// election: it succeeds when a majority of nodes stored it, and observers
+// see it. On failure the error is a [*QuorumError]: matching ErrExpired or
+// ErrTakenOver, the leadership has ended; matching ErrNotObtained, too few
+// nodes answered and the leadership goes on (nodes may show either value).
+func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
+	if len(value) > maxValueLen {
+		return invalid("value is %d bytes, more than %d", len(value), maxValueLen)
+	}
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	// A failed announcement may still have reached some nodes: its number
+	// is used up either way, so that the next one reads as newer.
+	ld.seq++
+	if err := ld.l.proclaim(ctx, encodeLeader(ld.Term(), ld.seq, value), int64(ld.Term())); err != nil {
+		return err
+	}
+	ld.value = value
+	return nil
+}
+
+// Lead campaigns with value, runs fn while leading, and resigns when fn
+// returns. fn's context is cancelled when the leadership is lost, with
+// [context.Cause] an error matching ErrExpired or ErrTakenOver, TTL/10
+// before it could have run out, or when the Client is closed (cause
+// [ErrClosed]); fn must then stop. Lead returns fn's error joined with the
+// leadership's: the campaign's error, why it was lost, or the
+// resignation's.
+//
+// With [WithRecampaign], a lost leadership is followed by a new campaign
+// (and fn runs again, in a new term) until ctx ends, fn returns while
+// leading, or the Client is closed.
+func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error, opts ...Option) error {
+	if fn == nil {
+		return invalid("nil function")
+	}
+	var lc lockConfig
+	if err := applyCall(&lc, toLead, opts); err != nil {
+		return err
+	}
+	for {
+		err, lost := e.leadOnce(ctx, value, fn)
+		if !lost || !lc.recampaign || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// leadOnce is one term of Lead; lost reports that the leadership ended
+// under fn (not by Close).
+func (e *Election) leadOnce(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error) (err error, lost bool) {
+	work, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ld, err := e.campaign(ctx, value, func(err error) { cancel(err) })
+	if err != nil {
+		return err, false
+	}
+	err = fn(work, ld)
+	ended := ld.Err() // before the resignation: nil unless the leadership was lost
+	rerr := ld.Resign(context.WithoutCancel(ctx))
+	switch cause := context.Cause(work); {
+	case errors.Is(cause, ErrClosed):
+		return errors.Join(err, cause), false
+	case ended != nil:
+		return errors.Join(err, ended), true
+	case rerr != nil:
+		return errors.Join(err, rerr), false
+	}
+	return err, false
+}
+
+// WithRecampaign makes [Election.Lead] campaign again after a lost
+// leadership, instead of returning. It applies to Lead only.
+func WithRecampaign() Option {
+	return lockOption("WithRecampaign", toLead, func(c *lockConfig) error {
+		c.recampaign = true
+		return nil
+	})
+}

@@ -1,0 +1,359 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cutNode is a fake node that one Client reaches through a link the test
+// can cut: while cut, that Client's calls fail at once, as a dead process
+// would stop talking; other Clients reach the node as ever.
+type cutNode struct {
+	*fakeNode
+	cut *atomic.Bool
+}
+
+func (n cutNode) start(c call) {
+	if n.cut.Load() {
+		go c.r.deliver(c.i, result{err: errFakeDown})
+		return
+	}
+	n.fakeNode.start(c)
+}
+
+// newCutClient is newTestClient through links that cut cuts.
+func newCutClient(t *testing.T, fakes []*fakeNode, cut *atomic.Bool, opts ...Option) *Client {
+	t.Helper()
+	nodes := make([]node, len(fakes))
+	for i, f := range fakes {
+		nodes[i] = cutNode{f, cut}
+	}
+	c, err := newClient(nodes, append([]Option{WithAnyNodeCount(), WithNodeTimeout(5 * time.Second)}, opts...))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func testElection(t *testing.T, c *Client, opts ...Option) *Election {
+	t.Helper()
+	e, err := c.Election("e", opts...)
+	require.NoError(t, err)
+	return e
+}
+
+// TestElectionResignHandsOver: candidates lead in the order they
+// campaigned, each in a larger term, and a resignation hands over at the
+// same instant of virtual time: the next candidate is woken by the
+// release, not by a timer. Leader reads each leader back.
+func TestElectionResignHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		e1 := testElection(t, newTestClient(t, fakes))
+		e2 := testElection(t, newTestClient(t, fakes))
+		ctx := t.Context()
+
+		_, err := e1.Leader(ctx)
+		require.ErrorIs(t, err, ErrNoLeader)
+		first, err := e1.Campaign(ctx, "a")
+		require.NoError(t, err)
+		got, err := e2.Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Leader{Value: "a", Term: first.Term(), seq: 1}, got)
+
+		type campaign struct {
+			ld  *Leadership
+			err error
+		}
+		results := make(chan campaign, 2)
+		for _, v := range []string{"b", "c"} {
+			e := e1
+			if v == "b" {
+				e = e2
+			}
+			go func() {
+				ld, err := e.Campaign(ctx, v)
+				results <- campaign{ld, err}
+			}()
+			synctest.Wait()
+			time.Sleep(time.Microsecond) // queued in this order: tickets are µs
+		}
+		prev := first
+		for _, want := range []string{"b", "c"} {
+			start := time.Now()
+			require.NoError(t, prev.Resign(ctx))
+			r := <-results
+			require.NoError(t, r.err)
+			require.Equal(t, want, r.ld.Value())
+			require.Zero(t, time.Since(start), "the resignation did not wake %s", want)
+			require.Greater(t, r.ld.Term(), prev.Term())
+			require.ErrorIs(t, prev.Err(), ErrReleased)
+			got, err := e1.Leader(ctx)
+			require.NoError(t, err)
+			require.Equal(t, Leader{Value: want, Term: r.ld.Term(), seq: 1}, got)
+			prev = r.ld
+		}
+		require.NoError(t, prev.Resign(ctx))
+	})
+}
+
+// TestElectionDeadLeader: a leader that stops talking to the nodes loses
+// its leadership (Done, with TTL/10 of validity left), and the next
+// candidate leads once the leader's keys have run out on the nodes: not
+// before its validity ended, and within a millisecond of the keys' TTL.
+func TestElectionDeadLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		var cut atomic.Bool
+		const ttl = time.Second
+		leader := testElection(t, newCutClient(t, fakes, &cut), WithTTL(ttl))
+		standby := testElection(t, newTestClient(t, fakes), WithTTL(ttl))
+		ctx := t.Context()
+
+		ld, err := leader.Campaign(ctx, "old")
+		require.NoError(t, err)
+		next := make(chan *Leadership)
+		go func() {
+			ld, err := standby.Campaign(ctx, "new")
+			require.NoError(t, err)
+			next <- ld
+		}()
+		time.Sleep(5 * ttl) // extended all along
+		require.NoError(t, ld.Err())
+		lastExtension := time.Now().Add(-ttl / 3)
+		for time.Since(lastExtension) >= ttl/3 { // land right after an extension
+			time.Sleep(time.Millisecond)
+			lastExtension = time.Now().Add(ld.Validity() - ttl + drift(ttl, defaultDriftFactor))
+		}
+		validUntil := time.Now().Add(ld.Validity())
+		cut.Store(true)
+		<-ld.Done()
+		require.ErrorIs(t, ld.Err(), ErrExpired)
+		require.GreaterOrEqual(t, time.Until(validUntil), ttl/10-time.Millisecond, "Done was not closed with TTL/10 left")
+		nl := <-next
+		took := time.Now()
+		require.False(t, took.Before(validUntil), "the next leader came before the old one's validity ended")
+		require.LessOrEqual(t, took.Sub(lastExtension), ttl+2*time.Millisecond, "the next leader came long after the keys ran out")
+		require.Greater(t, nl.Term(), ld.Term())
+	})
+}
+
+// TestElectionObserve: an observer sees the current leader, then each new
+// leader and each proclaimed value, in term order; with every notice lost,
+// it still sees them, by its slow poll.
+func TestElectionObserve(t *testing.T) {
+	for _, notices := range []bool{true, false} {
+		t.Run(map[bool]string{true: "notices", false: "no notices"}[notices], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fakes := newFakeNodes(3)
+				for _, f := range fakes {
+					f.noNotices = !notices
+				}
+				e := testElection(t, newTestClient(t, fakes))
+				watcher := testElection(t, newTestClient(t, fakes))
+				ctx, cancel := context.WithCancel(t.Context())
+				a, err := e.Campaign(ctx, "a")
+				require.NoError(t, err)
+				seen := watcher.Observe(ctx)
+				expect := func(want Leader) {
+					t.Helper()
+					start := time.Now()
+					select {
+					case got := <-seen:
+						require.Equal(t, want, got)
+					case <-time.After(time.Minute):
+						t.Fatalf("not seen: %+v", want)
+					}
+					if notices {
+						require.Zero(t, time.Since(start), "seen by a poll, not by the notice")
+					}
+				}
+				expect(Leader{Value: "a", Term: a.Term(), seq: 1})
+				require.NoError(t, a.Proclaim(ctx, "a2"))
+				require.Equal(t, "a2", a.Value())
+				expect(Leader{Value: "a2", Term: a.Term(), seq: 2})
+				next := make(chan *Leadership)
+				go func() {
+					ld, err := e.Campaign(ctx, "b")
+					require.NoError(t, err)
+					next <- ld
+				}()
+				synctest.Wait()
+				require.NoError(t, a.Resign(ctx))
+				b := <-next
+				expect(Leader{Value: "b", Term: b.Term(), seq: 1})
+				cancel()
+				_, open := <-seen
+				require.False(t, open, "the channel stays open after ctx ended")
+			})
+		})
+	}
+}
+
+// TestElectionLeaderUndecided: Leader tells "no leader" from "cannot
+// tell", and returns as soon as a majority agrees, without waiting for a
+// node that hangs.
+func TestElectionLeaderUndecided(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		e := testElection(t, newTestClient(t, fakes))
+		ctx := t.Context()
+		ld, err := e.Campaign(ctx, "v")
+		require.NoError(t, err)
+
+		gate := make(chan struct{})
+		fakes[2].setGate(gate)
+		start := time.Now()
+		got, err := e.Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, ld.Term(), got.Term)
+		require.Zero(t, time.Since(start), "Leader waited for the hung node")
+
+		fakes[1].setErr(errFakeDown)
+		_, err = e.Leader(ctx)
+		var qerr *QuorumError
+		require.ErrorAs(t, err, &qerr)
+		require.ErrorIs(t, err, ErrNotObtained)
+		require.NotErrorIs(t, err, ErrNoLeader)
+		close(gate)
+		fakes[1].setErr(nil)
+
+		// A winner that has not announced its term is no leader yet.
+		for _, f := range fakes {
+			f.set(e.rkey, "tok\x00"+encodeLeader(0, 0, "v"), time.Minute)
+		}
+		_, err = e.Leader(ctx)
+		require.ErrorIs(t, err, ErrNoLeader)
+		require.Contains(t, err.Error(), "not announced")
+
+		// Announced on a majority (the holder's announcements are), and
+		// any majority of answers finds the latest.
+		for _, i := range []int{0, 1} {
+			fakes[i].set(e.rkey, "tok\x00"+encodeLeader(7, 1, "w"), time.Minute)
+		}
+		got, err = e.Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Leader{Value: "w", Term: 7, seq: 1}, got)
+		for _, i := range []int{1, 2} {
+			fakes[i].set(e.rkey, "tok\x00"+encodeLeader(7, 2, "x"), time.Minute)
+		}
+		got, err = e.Leader(ctx)
+		require.NoError(t, err)
+		require.Equal(t, Leader{Value: "x", Term: 7, seq: 2}, got)
+	})
+}
+
+// TestLeadRecampaigns: Lead cancels fn's context when the leadership is
+// lost, with the loss as the cause; with WithRecampaign it campaigns again
+// and runs fn in a new term, and returns fn's result once fn returns while
+// leading. Without it, Lead returns the loss.
+func TestLeadRecampaigns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		e := testElection(t, newTestClient(t, fakes), WithTTL(time.Second))
+		ctx := t.Context()
+		var terms []uint64
+		done := errors.New("done")
+		err := e.Lead(ctx, "v", func(ctx context.Context, ld *Leadership) error {
+			terms = append(terms, ld.Term())
+			if len(terms) == 3 {
+				return done
+			}
+			// Someone deletes the key: the next extension finds it gone.
+			for _, f := range fakes {
+				f.mu.Lock()
+				delete(f.keys, e.rkey)
+				f.mu.Unlock()
+			}
+			<-ctx.Done()
+			require.ErrorIs(t, context.Cause(ctx), ErrExpired)
+			return ctx.Err()
+		}, WithRecampaign())
+		require.ErrorIs(t, err, done)
+		require.Len(t, terms, 3)
+		require.Less(t, terms[0], terms[1])
+		require.Less(t, terms[1], terms[2])
+
+		err = e.Lead(ctx, "v", func(ctx context.Context, ld *Leadership) error {
+			for _, f := range fakes {
+				f.mu.Lock()
+				delete(f.keys, e.rkey)
+				f.mu.Unlock()
+			}
+			<-ctx.Done()
+			return nil
+		})
+		require.ErrorIs(t, err, ErrExpired)
+	})
+}
+
+// TestElectionClose: Close ends a leadership (resigning it) and the work
+// under Lead with ErrClosed, and closes observers' channels.
+func TestElectionClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		e := testElection(t, c)
+		ctx := t.Context()
+		seen := e.Observe(ctx)
+		errc := make(chan error)
+		go func() {
+			errc <- e.Lead(ctx, "v", func(ctx context.Context, _ *Leadership) error {
+				<-ctx.Done()
+				return nil
+			})
+		}()
+		<-seen
+		require.NoError(t, c.Close(ctx))
+		require.ErrorIs(t, <-errc, ErrClosed)
+		_, open := <-seen
+		require.False(t, open)
+		_, err := e.Leader(ctx)
+		require.ErrorIs(t, err, ErrClosed)
+		_, err = e.Campaign(ctx, "v")
+		require.ErrorIs(t, err, ErrClosed)
+		_, err = testElection(t, newTestClient(t, fakes)).Leader(ctx)
+		require.ErrorIs(t, err, ErrNoLeader, "Close did not resign")
+	})
+}
+
+// TestElectionBadInput: bad names, values and options are typed errors,
+// before any node is asked.
+func TestElectionBadInput(t *testing.T) {
+	fakes := newFakeNodes(3)
+	c := newTestClient(t, fakes)
+	for name, f := range map[string]func() error{
+		"empty name":     func() error { _, err := c.Election(""); return err },
+		"long name":      func() error { _, err := c.Election(strings.Repeat("x", maxKeyLen)); return err },
+		"metadata":       func() error { _, err := c.Election("e", WithMetadata("m")); return err },
+		"fencing":        func() error { _, err := c.Election("e", WithFencing()); return err },
+		"max hold":       func() error { _, err := c.Election("e", WithMaxHold(time.Hour)); return err },
+		"tiny TTL":       func() error { _, err := c.Election("e", WithTTL(time.Millisecond)); return err },
+		"recampaign":     func() error { _, err := c.Election("e", WithRecampaign()); return err },
+		"recampaign New": func() error { _, err := New(nil, WithRecampaign()); return err },
+		"recampaign Lock": func() error {
+			_, err := c.Lock(t.Context(), "k", WithRecampaign())
+			return err
+		},
+		"long value": func() error {
+			_, err := testElection(t, c).Campaign(t.Context(), strings.Repeat("x", maxValueLen+1))
+			return err
+		},
+		"Lead nil fn": func() error { return testElection(t, c).Lead(t.Context(), "v", nil) },
+		"Lead option": func() error {
+			return testElection(t, c).Lead(t.Context(), "v", func(context.Context, *Leadership) error { return nil }, WithTTL(time.Second))
+		},
+	} {
+		err := f()
+		require.ErrorIs(t, err, ErrInvalidArgument, name)
+	}
+	for _, f := range fakes {
+		require.Zero(t, f.calls.Load(), "a node was asked")
+	}
+}
