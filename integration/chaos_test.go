@@ -184,10 +184,7 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 	var proxies []*Proxy
 	if sc.netFault != nil {
 		proxies = ProxyNodes(t, nodes)
-		reach = make([]*Node, len(nodes))
-		for i, p := range proxies {
-			reach[i] = &Node{Addr: p.Addr}
-		}
+		reach = Reach(proxies)
 	}
 	var clients []*redlock.Client
 	for i := range 3 {
@@ -277,6 +274,29 @@ func pauseOf(sc scenario, worker, i int) time.Duration {
 	return sc.pause(worker, i)
 }
 
+// pauseMinority pauses two nodes chosen at random for up to 150 ms.
+func pauseMinority(t *testing.T, nodes []*Node) {
+	victims := rand.Perm(len(nodes))[:2]
+	for _, i := range victims {
+		nodes[i].Pause(t)
+	}
+	time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+	for _, i := range victims {
+		nodes[i].Resume(t)
+	}
+}
+
+// cutOff cuts every link through proxies for d.
+func cutOff(t *testing.T, proxies []*Proxy, d time.Duration) {
+	for _, p := range proxies {
+		p.Partition(t)
+	}
+	time.Sleep(d)
+	for _, p := range proxies {
+		p.Heal(t)
+	}
+}
+
 // every runs f every period until stop, and counts the runs.
 func every(period time.Duration, stop <-chan struct{}, f func()) int {
 	n := 0
@@ -314,16 +334,7 @@ func TestChaos(t *testing.T) {
 			}},
 		{name: "SIGSTOP/SIGCONT a minority", nodes: 5, opts: fenced, fenced: true, hold: hold,
 			fault: func(t *testing.T, nodes []*Node, stop <-chan struct{}) int {
-				return every(100*time.Millisecond, stop, func() {
-					victims := rand.Perm(len(nodes))[:2]
-					for _, i := range victims {
-						nodes[i].Pause(t)
-					}
-					time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-					for _, i := range victims {
-						nodes[i].Resume(t)
-					}
-				})
+				return every(100*time.Millisecond, stop, func() { pauseMinority(t, nodes) })
 			}},
 		// Without persistence a restart forgets the fence counters too, so
 		// this one checks mutual exclusion only: the restart guard's claim.
@@ -360,13 +371,7 @@ func TestChaos(t *testing.T) {
 		{name: "queued waiters cut off or paused (toxiproxy)", nodes: 5, opts: fenced, fenced: true, hold: hold, oneClient: true,
 			netFault: func(t *testing.T, proxies []*Proxy, stop <-chan struct{}) int {
 				return every(400*time.Millisecond, stop, func() {
-					for _, p := range proxies {
-						p.Partition(t)
-					}
-					time.Sleep(time.Duration(200+rand.IntN(1400)) * time.Millisecond)
-					for _, p := range proxies {
-						p.Heal(t)
-					}
+					cutOff(t, proxies, time.Duration(200+rand.IntN(1400))*time.Millisecond)
 				})
 			}},
 		// Clocks seconds apart and running up to 0.5% fast or slow: within

@@ -118,10 +118,7 @@ func TestElectionHandover(t *testing.T) {
 func TestElectionFailover(t *testing.T) {
 	nodes := StartNodes(t, 5)
 	proxies := ProxyNodes(t, nodes)
-	via := make([]*Node, len(nodes))
-	for i, p := range proxies {
-		via[i] = &Node{Addr: p.Addr}
-	}
+	via := Reach(proxies)
 	name := UniqueKey(t, nodes)
 	const ttl = 500 * time.Millisecond
 	opts := []redlock.Option{redlock.WithTTL(ttl)}
@@ -224,10 +221,7 @@ func TestChaosElection(t *testing.T) {
 	for w := range cut {
 		proxies := ProxyNodes(t, nodes)
 		cut[w] = proxies
-		via := make([]*Node, len(nodes))
-		for i, p := range proxies {
-			via[i] = &Node{Addr: p.Addr}
-		}
+		via := Reach(proxies)
 		e := newElection(t, newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), opts...), name)
 		who := fmt.Sprintf("candidate%d", w)
 		wg.Go(func() {
@@ -283,23 +277,9 @@ func TestChaosElection(t *testing.T) {
 		faults.Store(int64(every(300*time.Millisecond, stop, func() {
 			switch rand.IntN(3) {
 			case 0:
-				proxies := cut[rand.IntN(len(cut))]
-				for _, p := range proxies {
-					p.Partition(t)
-				}
-				time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
-				for _, p := range proxies {
-					p.Heal(t)
-				}
+				cutOff(t, cut[rand.IntN(len(cut))], time.Duration(200+rand.IntN(1000))*time.Millisecond)
 			case 1:
-				victims := rand.Perm(len(nodes))[:2]
-				for _, i := range victims {
-					nodes[i].Pause(t)
-				}
-				time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-				for _, i := range victims {
-					nodes[i].Resume(t)
-				}
+				pauseMinority(t, nodes)
 			case 2:
 				victim := nodes[rand.IntN(len(nodes))]
 				victim.Kill(t)

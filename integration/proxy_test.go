@@ -37,6 +37,15 @@ func ProxyNodes(t testing.TB, nodes []*Node) []*Proxy {
 	return proxies
 }
 
+// Reach returns nodes as seen through proxies: their proxies' addresses.
+func Reach(proxies []*Proxy) []*Node {
+	nodes := make([]*Node, len(proxies))
+	for i, p := range proxies {
+		nodes[i] = &Node{Addr: p.Addr}
+	}
+	return nodes
+}
+
 // Latency delays everything the node sends by ms ± jitter milliseconds.
 func (p *Proxy) Latency(t testing.TB, ms, jitter int) {
 	p.set(t, fmt.Sprintf(`{"name":"fault","type":"latency","stream":"downstream","attributes":{"latency":%d,"jitter":%d}}`, ms, jitter))
