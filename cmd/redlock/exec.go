@@ -94,25 +94,33 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		wcancel()
 	}
 	if err != nil {
-		status := failureStatus(err)
-		if ctx.Err() != nil {
-			status = exitFailure
-		}
-		fmt.Fprintf(stderr, "redlock exec: %v\n", err)
-		return status
+		return waitFailure(name, err, ctx, stderr)
 	}
 	cancel() // stop the waiting goroutine: from now on, signals go to COMMAND
-	return runLocked(l, *grace, command, sigs, stderr)
+	return runLocked(name, l, *grace, command, nil, sigs, stderr)
 }
 
-// runLocked runs command while l is held, forwarding signals, and stops it
-// if the lock is lost. It releases l when the command has exited.
-func runLocked(l *redlock.Lock, grace time.Duration, command []string, sigs chan os.Signal, stderr io.Writer) int {
+// waitFailure reports a failed wait for a lock or leadership, and returns
+// the exit status: failureStatus, or exitFailure when a signal (which
+// cancelled ctx) ended the wait.
+func waitFailure(name string, err error, ctx context.Context, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "redlock %s: %v\n", name, err)
+	if ctx.Err() != nil {
+		return exitFailure
+	}
+	return failureStatus(err)
+}
+
+// runLocked runs command while l is held, with env added to its
+// environment, forwarding signals, and stops it if the lock is lost. It
+// releases l when the command has exited. name is the redlock command's,
+// for messages.
+func runLocked(name string, l *redlock.Lock, grace time.Duration, command, env []string, sigs chan os.Signal, stderr io.Writer) int {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := l.Unlock(ctx); err != nil && !errors.Is(err, redlock.ErrReleased) {
-			fmt.Fprintf(stderr, "redlock exec: releasing the lock: %v\n", err)
+			fmt.Fprintf(stderr, "redlock %s: releasing the lock: %v\n", name, err)
 		}
 	}()
 	cmd := exec.Command(command[0], command[1:]...)
@@ -121,12 +129,13 @@ func runLocked(l *redlock.Lock, grace time.Duration, command []string, sigs chan
 	if l.Fence() != 0 {
 		cmd.Env = append(cmd.Env, "REDLOCK_FENCE="+strconv.FormatUint(l.Fence(), 10))
 	}
+	cmd.Env = append(cmd.Env, env...)
 	// Its own process group, so that signals reach it once (from us) and
 	// reach its children too; and killed if redlock dies, since the lock
 	// then runs out with nobody to stop the command.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "redlock exec: %v\n", err)
+		fmt.Fprintf(stderr, "redlock %s: %v\n", name, err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNotFound
 		}
@@ -149,7 +158,7 @@ func runLocked(l *redlock.Lock, grace time.Duration, command []string, sigs chan
 			_ = syscall.Kill(group, s.(syscall.Signal))
 		case <-endCh:
 			ended, endCh = true, nil
-			fmt.Fprintf(stderr, "redlock exec: the lock ended (%v): sending SIGTERM to %s, SIGKILL in %v\n", l.Err(), command[0], grace)
+			fmt.Fprintf(stderr, "redlock %s: the lock ended (%v): sending SIGTERM to %s, SIGKILL in %v\n", name, l.Err(), command[0], grace)
 			_ = syscall.Kill(group, syscall.SIGTERM)
 			kill = time.After(grace)
 		case <-kill:

@@ -3,6 +3,8 @@
 //
 //	redlock exec [flags] KEY -- COMMAND [ARGS...]   run COMMAND while holding KEY
 //	redlock inspect [flags] KEY                     what every node holds at KEY
+//	redlock elect [flags] NAME [VALUE] [-- COMMAND]  lead election NAME (running COMMAND)
+//	redlock elect --listen [flags] NAME             print each new leader of NAME
 //	redlock demo [flags]                            a live demo on 5 local nodes
 //
 // Nodes are given with --nodes or $REDLOCK_NODES: comma-separated redis://
@@ -31,7 +33,7 @@ const (
 	exitUnreachable = 69  // fewer than a majority of nodes reachable (EX_UNAVAILABLE)
 	exitNotObtained = 75  // the lock is held elsewhere (EX_TEMPFAIL: try again later)
 	exitConfig      = 78  // the nodes cannot grant the lock until they or the options change (EX_CONFIG)
-	exitEnded       = 79  // exec: the lock ended (expired, taken over) while the command ran; it was stopped
+	exitEnded       = 79  // exec, elect: the lock or leadership ended (expired, taken over) while leading; COMMAND was stopped
 	exitFailure     = 125 // anything else that went wrong in redlock
 	exitCannotRun   = 126 // exec: the command could not be started
 	exitNotFound    = 127 // exec: the command was not found
@@ -45,33 +47,44 @@ Usage:
       lock alive, release it when COMMAND exits, and exit with its status.
   redlock inspect [flags] KEY
       Show what every node holds at KEY, and whether a majority holds it.
+  redlock elect [flags] NAME [VALUE] [-- COMMAND [ARGS...]]
+      Campaign in election NAME (advertising VALUE) until leading; then run
+      COMMAND while leading (with $REDLOCK_TERM), stop it if the leadership
+      is lost, resign when it exits and exit with its status; without
+      COMMAND, lead until interrupted, then resign.
+  redlock elect --listen [flags] NAME
+      Print each new leader of NAME (TERM VALUE), until interrupted.
   redlock demo [flags]
       Workers contend for a lock on 5 local nodes while nodes are killed
       and restored, live. Needs nothing but this binary.
   redlock help [COMMAND]
       This text, or a command's flags.
 
-Nodes (exec, inspect): --nodes URL,URL,... or $REDLOCK_NODES, one URL per
-independent Redis master: redis://[user:password@]host:port[/db], or
-rediss:// for TLS. Use 3, 5 or 7 nodes; a majority must agree.
+Nodes (exec, inspect, elect): --nodes URL,URL,... or $REDLOCK_NODES, one
+URL per independent Redis master: redis://[user:password@]host:port[/db],
+or rediss:// for TLS. Use 3, 5 or 7 nodes; a majority must agree.
 
 Exit statuses:
-  the command's own    exec ran COMMAND (128+N if a signal N ended it)
+  the command's own    exec or elect ran COMMAND (128+N if a signal N ended it)
   64                   bad usage
   69                   fewer than a majority of nodes could be reached
-  75                   the lock is held elsewhere (still, after --wait)
+  75                   the lock is held elsewhere (still, after --wait; elect:
+                       another candidate still leads after --wait)
   78                   a majority of nodes cannot grant the lock until they
                        or the flags change (an ACL denial, a replica, a key
                        of another type...); the message says what
-  79                   exec: the lock ended (it expired, or was taken over)
-                       while COMMAND ran; COMMAND got SIGTERM, then SIGKILL
-                       after --grace
+  79                   exec, elect: the lock or leadership ended (it expired,
+                       or was taken over) while leading; COMMAND got
+                       SIGTERM, then SIGKILL after --grace
   125                  another error in redlock
-  126, 127             exec: COMMAND could not be run, or was not found
+  126, 127             exec, elect: COMMAND could not be run, or was not found
 
 Example, a cron job that must never run twice at once:
   */5 * * * * REDLOCK_NODES=redis://r1:6379,redis://r2:6379,redis://r3:6379 \
       redlock exec --wait 0 nightly-report -- /usr/local/bin/report
+
+Example, one active scheduler among replicas; the others stand by:
+  redlock elect scheduler "$(hostname)" -- /usr/local/bin/scheduler
 `
 
 func main() {
@@ -91,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExec(rest, stdout, stderr)
 	case "inspect":
 		return runInspect(rest, stdout, stderr)
+	case "elect":
+		return runElect(rest, stdout, stderr)
 	case "demo":
 		return runDemo(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -100,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "redlock: unknown command %q (want exec, inspect, demo or help)\n", cmd)
+		fmt.Fprintf(stderr, "redlock: unknown command %q (want exec, inspect, elect, demo or help)\n", cmd)
 		return exitUsage
 	}
 }

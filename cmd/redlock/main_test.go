@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -103,12 +102,15 @@ type result struct {
 	took           time.Duration
 }
 
+// output is a process's output, safe to read while the process writes it.
+type output = redisproc.LockedBuffer
+
 // start runs the binary with args, and env added to its environment.
-func start(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+func start(t *testing.T, env []string, args ...string) (*exec.Cmd, *output, *output) {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr output
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -118,7 +120,7 @@ func start(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer
 }
 
 // wait waits for cmd, at most limit, and returns how it ended.
-func wait(t *testing.T, cmd *exec.Cmd, stdout, stderr *bytes.Buffer, began time.Time, limit time.Duration) result {
+func wait(t *testing.T, cmd *exec.Cmd, stdout, stderr *output, began time.Time, limit time.Duration) result {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -423,5 +425,124 @@ func TestExecUnusable(t *testing.T) {
 	r := runBinary(t, nil, "exec", "--nodes", nodes, "--wait", "1h", "hashed", "--", "true")
 	if r.code != exitConfig || !strings.Contains(r.stderr, "WRONGTYPE") || !strings.Contains(r.stderr, "WithKeyPrefix") {
 		t.Fatalf("exit %d, want %d naming WRONGTYPE and the cure; stderr: %s", r.code, exitConfig, r.stderr)
+	}
+}
+
+// TestElect: two candidates with commands and a listener. The first leads
+// and runs its command (which sees its term); the second waits, and leads
+// as soon as the first's command exits (the first resigns); the listener
+// prints both leaders in term order and exits 0 on SIGTERM.
+func TestElect(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	dir := t.TempDir()
+	env := []string{"DIR=" + dir}
+	began := time.Now()
+	listener, lout, lerr := start(t, env, "elect", "--nodes", nodes, "--listen", "sched")
+	script := func(who string) string {
+		return fmt.Sprintf(`echo "$REDLOCK_ELECTION $REDLOCK_TERM" > "$DIR/%[1]s"; while [ ! -e "$DIR/%[1]s.stop" ]; do sleep 0.02; done; exit 3`, who)
+	}
+	first, fout, ferr := start(t, env, "elect", "--nodes", nodes, "sched", "first", "--", "sh", "-c", script("first"))
+	waitFile(t, filepath.Join(dir, "first"), 10*time.Second)
+	second, sout, serr := start(t, env, "elect", "--nodes", nodes, "sched", "second", "--", "sh", "-c", script("second"))
+	waitQueue := func() bool {
+		rc := redis.NewClient(&redis.Options{Addr: servers[0].Addr})
+		defer rc.Close()
+		n, _ := rc.ZCard(context.Background(), "redlock:{election:sched}:queue").Result()
+		return n == 1
+	}
+	for deadline := time.Now().Add(10 * time.Second); !waitQueue(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second candidate did not queue")
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "second")); err == nil {
+		t.Fatal("the second candidate's command ran while the first led")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "first.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, first, fout, ferr, began, 10*time.Second); r.code != 3 {
+		t.Fatalf("first: exit %d, want the command's 3; stderr: %s", r.code, r.stderr)
+	}
+	waitFile(t, filepath.Join(dir, "second"), 10*time.Second)
+	if err := os.WriteFile(filepath.Join(dir, "second.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, second, sout, serr, began, 10*time.Second); r.code != 3 {
+		t.Fatalf("second: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	var terms []string
+	for _, who := range []string{"first", "second"} {
+		b, err := os.ReadFile(filepath.Join(dir, who))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b))
+		if len(f) != 2 || f[0] != "sched" {
+			t.Fatalf("%s's command saw %q, want the election and a term", who, b)
+		}
+		terms = append(terms, f[1])
+	}
+	want := fmt.Sprintf("%s first\n%s second\n", terms[0], terms[1])
+	for deadline := time.Now().Add(10 * time.Second); lout.String() != want && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = listener.Process.Signal(syscall.SIGTERM)
+	r := wait(t, listener, lout, lerr, began, 10*time.Second)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("listener: exit %d, printed %q, want %q; stderr: %s", r.code, r.stdout, want, r.stderr)
+	}
+	if n := keyCount(t, servers, "election:sched"); n != 0 {
+		t.Fatalf("%d nodes still hold the election after both resigned", n)
+	}
+}
+
+// TestElectLeadUntilSignal: without a command, elect leads until a signal,
+// then resigns and exits 0; if the leadership is lost first, it exits
+// exitEnded. Bad arguments are usage errors.
+func TestElectLeadUntilSignal(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	began := time.Now()
+	cmd, stdout, stderr := start(t, nil, "elect", "--nodes", nodes, "solo")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "leading"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not leading; stderr: %s", stderr)
+		}
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if r := wait(t, cmd, stdout, stderr, began, 10*time.Second); r.code != 0 {
+		t.Fatalf("exit %d after SIGINT; stderr: %s", r.code, r.stderr)
+	}
+	if n := keyCount(t, servers, "election:solo"); n != 0 {
+		t.Fatalf("%d nodes still hold the election after the resignation", n)
+	}
+
+	cmd, stdout, stderr = start(t, nil, "elect", "--nodes", nodes, "--ttl", "900ms", "solo")
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), "leading"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not leading; stderr: %s", stderr)
+		}
+	}
+	for _, s := range servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+		if err := rc.Set(context.Background(), "redlock:{election:solo}", "intruder", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = rc.Close()
+	}
+	if r := wait(t, cmd, stdout, stderr, began, 20*time.Second); r.code != exitEnded || !strings.Contains(r.stderr, "taken over") {
+		t.Fatalf("exit %d, want %d after a takeover; stderr: %s", r.code, exitEnded, r.stderr)
+	}
+
+	for _, args := range [][]string{
+		{"elect", "--nodes", nodes},
+		{"elect", "--nodes", nodes, "--listen", "solo", "value"},
+		{"elect", "--nodes", nodes, "solo", "v", "extra"},
+		{"elect", "--nodes", nodes, "solo", "--"},
+		{"elect", "--nodes", nodes, "--ttl", "0s", "solo"},
+	} {
+		if r := runBinary(t, nil, args...); r.code != exitUsage {
+			t.Fatalf("%v: exit %d, want %d; stderr: %s", args, r.code, exitUsage, r.stderr)
+		}
 	}
 }

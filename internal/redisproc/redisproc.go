@@ -65,7 +65,7 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    *lockedBuffer
+	out    *LockedBuffer
 	paused bool
 	dead   bool
 }
@@ -132,7 +132,7 @@ func (s *Server) start(port int) error {
 			"--enable-debug-command", "local") // DEBUG RELOAD, for LOADING replies
 	}
 	cmd := exec.Command(s.cfg.Bin, append(args, s.cfg.Args...)...)
-	out := &lockedBuffer{}
+	out := &LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if s.cfg.Env != nil {
 		cmd.Env = append(os.Environ(), s.cfg.Env...)
@@ -314,18 +314,20 @@ func Ping(addr string) error {
 	return nil
 }
 
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer that is safe to read while a process
+// writes its output to it.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
