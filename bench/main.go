@@ -41,6 +41,7 @@ type config struct {
 	contRounds           int
 	cont                 time.Duration
 	killReps             int
+	resigns, kills       int
 	faultCycles          int
 	faultBudget          time.Duration
 	wanRounds, wanCycles int
@@ -67,6 +68,9 @@ func main() {
 	if spec := os.Getenv(waiterEnv); spec != "" {
 		os.Exit(waiterChild(spec)) // a waiting process of the kill measure
 	}
+	if spec := os.Getenv(candidateEnv); spec != "" {
+		os.Exit(candidateChild(spec)) // a candidate of the failover measure
+	}
 	var c config
 	quick := flag.Bool("quick", false, "a short smoke run (about a minute) that publishes nothing")
 	flag.IntVar(&c.rounds, "rounds", 40, "interleaved rounds of the uncontended and scaling measures")
@@ -76,6 +80,8 @@ func main() {
 	flag.IntVar(&c.contRounds, "contention-rounds", 3, "interleaved rounds of the contention measure")
 	flag.DurationVar(&c.cont, "contention", 3*time.Second, "contention run per contender per round")
 	flag.IntVar(&c.killReps, "kill-reps", 8, "waiting processes SIGKILLed at the head of the queue")
+	flag.IntVar(&c.resigns, "failover-resigns", 100, "leader resignations per failover condition")
+	flag.IntVar(&c.kills, "failover-kills", 10, "leader processes SIGKILLed per failover condition")
 	flag.IntVar(&c.faultCycles, "fault-cycles", 100, "at most this many cycles per contender per fault")
 	flag.DurationVar(&c.faultBudget, "fault-budget", 8*time.Second, "and no new cycle after this long")
 	flag.IntVar(&c.wanRounds, "wan-rounds", 4, "interleaved rounds of the WAN measure")
@@ -83,13 +89,13 @@ func main() {
 	flag.StringVar(&c.doc, "doc", "../docs/performance.md", "document whose generated section is replaced")
 	flag.StringVar(&c.charts, "charts", "../docs/bench", "directory for the SVG charts and results.json")
 	flag.BoolVar(&c.write, "write", true, "publish into -doc and -charts")
-	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling,wan); publishes nothing")
+	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling,wan,failover); publishes nothing")
 	flag.StringVar(&c.match, "match", "", "run only contenders whose name contains this (the floor and bsm/redislock, the references, always run)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write this process's CPU profile to the file")
 	flag.Parse()
 	if *quick {
 		c = config{rounds: 5, cycles: 20, tputRounds: 1, tput: 300 * time.Millisecond, contRounds: 1,
-			cont: 500 * time.Millisecond, killReps: 2, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5,
+			cont: 500 * time.Millisecond, killReps: 2, resigns: 10, kills: 2, faultCycles: 5, faultBudget: 2 * time.Second, wanRounds: 1, wanCycles: 5,
 			only: c.only, match: c.match, cpuprofile: c.cpuprofile}
 	}
 	if c.only != "" || c.match != "" {
@@ -159,7 +165,7 @@ func run(c config) error {
 		redlockContender(5, "restart guard off", redlock.WithRestartGuard(0)),
 	})
 	if c.runs("cycle") {
-		logf("1/6 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
+		logf("1/7 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
 		cyc, err := measureCycles(ctx, e, uncontended, c.rounds, c.cycles, "cycle")
 		if err != nil {
 			return err
@@ -167,7 +173,7 @@ func run(c config) error {
 		res.Cycle = summarizeCycles(uncontended, cyc)
 	}
 	if c.runs("throughput") {
-		logf("2/6 throughput: %d contenders × %d rounds × %s, 32 goroutines", len(uncontended), c.tputRounds, c.tput)
+		logf("2/7 throughput: %d contenders × %d rounds × %s, 32 goroutines", len(uncontended), c.tputRounds, c.tput)
 		tp, err := measureThroughput(ctx, e, uncontended, c.tputRounds, c.tput, 32)
 		if err != nil {
 			return err
@@ -177,7 +183,7 @@ func run(c config) error {
 			floorContender(), redislockContender(), redsyncContender(5, false), bareContender(5),
 			redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
 		})
-		logf("2/6 throughput: %d contenders × %d rounds × %s, 256 goroutines", len(many), c.tputRounds, c.tput)
+		logf("2/7 throughput: %d contenders × %d rounds × %s, 256 goroutines", len(many), c.tputRounds, c.tput)
 		tp, err = measureThroughput(ctx, e, many, c.tputRounds, c.tput, 256)
 		if err != nil {
 			return err
@@ -198,13 +204,13 @@ func run(c config) error {
 		{contender: redlockContender(5, ""), Workers: 16, Shared: true},
 	}
 	if c.runs("contention") {
-		logf("3/6 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
+		logf("3/7 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
 		ho, err := measureContention(ctx, e, contention, c.contRounds, c.cont)
 		if err != nil {
 			return err
 		}
 		res.Handoff = summarizeHandoff(contention, ho)
-		logf("3/6 contention: %d waiting processes SIGKILLed at the head of the queue", c.killReps)
+		logf("3/7 contention: %d waiting processes SIGKILLed at the head of the queue", c.killReps)
 		k, err := measureKill(ctx, e, c.killReps)
 		if err != nil {
 			return fmt.Errorf("kill: %w", err)
@@ -218,7 +224,7 @@ func run(c config) error {
 	}
 	res.FaultLimit = fmt.Sprintf("at most %d cycles, and none started after %s", c.faultCycles, c.faultBudget)
 	if c.runs("faults") {
-		logf("4/6 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
+		logf("4/7 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
 		for _, fault := range []string{faultPause, faultKill} {
 			for _, fc := range faulty {
 				f, err := measureFault(ctx, e, fc, fault, c.faultCycles, c.faultBudget)
@@ -238,7 +244,7 @@ func run(c config) error {
 		scaling = append(scaling, redsyncContender(n, false))
 	}
 	if c.runs("scaling") {
-		logf("5/6 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
+		logf("5/7 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
 		sc, err := measureCycles(ctx, e, scaling, c.rounds, c.cycles, "scale")
 		if err != nil {
 			return err
@@ -247,12 +253,20 @@ func run(c config) error {
 	}
 	if c.runs("wan") {
 		wan := c.keep([]contender{redsyncContender(5, false), redlockContender(5, "")})
-		logf("6/6 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
+		logf("6/7 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
 		w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles)
 		if err != nil {
 			return err
 		}
 		res.WAN = &w
+	}
+	if c.runs("failover") {
+		logf("7/7 failover: 5 candidate processes, %d resignations and %d leaders SIGKILLed, healthy and with one node SIGSTOPped or SIGKILLed", c.resigns, c.kills)
+		f, err := measureFailover(ctx, e, c.resigns, c.kills)
+		if err != nil {
+			return fmt.Errorf("failover: %w", err)
+		}
+		res.Failover = &f
 	}
 	res.Elapsed = time.Since(began)
 

@@ -29,6 +29,7 @@ type results struct {
 	Faults     []faultRow
 	Scaling    []cycleRow
 	WAN        *wanResult
+	Failover   *failoverResult
 	FaultLimit string // the bound on each fault run, as printed
 }
 
@@ -243,6 +244,20 @@ func (r *results) markdown(chartDir string) string {
 			p("| %d processes: Lock p99 ÷ the same load in one Client (%s) | ≤ 1.5× | %.2f× (%s) | | %s |\n", n, fmtDur(one.LockP99), ratio, fmtDur(hrl.LockP99), verdict(ratio <= 1.5))
 		}
 	}
+	if f := r.Failover; f != nil && len(f.Rows) > 0 {
+		h := f.Rows[0]
+		p("| election, 5 candidate processes: Resign → next leader p99 | ≤ 10 ms | %s (p50 %s) | | %s |\n", fmtDur(h.ResignP99), fmtDur(h.ResignP50), verdict(h.ResignP99 <= 10*time.Millisecond))
+		p("| election: leader SIGKILLed → next leader p99 (TTL %s) | ≤ TTL + 50 ms | %s (p50 %s) | | %s |\n", fmtDur(f.TTL), fmtDur(h.KillP99), fmtDur(h.KillP50), verdict(h.Kills > 0 && h.KillP99 <= f.TTL+50*time.Millisecond))
+		early := 0
+		for _, x := range f.Rows {
+			early += x.Early
+		}
+		p("| election: next leaders before the killed leader's validity ended | 0 | %d | | %s |\n", early, verdict(early == 0))
+		for _, x := range f.Rows[1:] {
+			dr, dk := x.ResignP99-h.ResignP99, x.KillP99-h.KillP99
+			p("| election, %s: change in Resign / SIGKILL p99 | ≤ node timeout (%s) | %s / %s | | %s |\n", x.Condition, fmtDur(f.NodeTimeout), fmtSigned(dr), fmtSigned(dk), verdict(dr <= f.NodeTimeout && dk <= f.NodeTimeout))
+		}
+	}
 	if k := r.Kill; k != nil {
 		p("| waiting process SIGKILLed at the head of the queue: next acquisition after the kill, worst of %d (lease %s) | ≤ lease + 10 ms | %s (p50 %s) | | %s |\n", k.Reps, fmtDur(k.Lease), fmtDur(k.Max), fmtDur(k.P50), verdict(k.Max <= k.Lease+10*time.Millisecond))
 	}
@@ -311,6 +326,14 @@ func (r *results) markdown(chartDir string) string {
 		p("| *the third-fastest node's round trip* | | %s | %s | | |\n", fmtDur(w.ThirdP50), fmtDur(w.ThirdP99))
 		for _, x := range w.Rows {
 			p("| %s | %d | %s | %s | %s | %s |\n", x.Name, x.Cycles, fmtDur(x.LockP50), fmtDur(x.LockP99), fmtDur(x.UnlockP50), fmtDur(x.UnlockP99))
+		}
+	}
+	if f := r.Failover; f != nil {
+		p("\n### 7. Leader election failover\n\n")
+		p("5 candidate processes (the bench binary re-executed, default options but a %s TTL: node timeout %s) campaign in one election on the 5 lock nodes. %d times the leader resigns (and campaigns again): the time from just before its Resign to the next leader's Campaign returning, from the two processes' timestamps. Then %d times the leader process is SIGKILLed at a different point of its extension cycle (a new candidate replaces it): the time from the kill to the next leader, and the next leader's start minus the killed leadership's last validity end as the killed process computed it (never negative: no leader starts while an earlier one may still be valid). Healthy, then with the 5th node frozen (SIGSTOP), then with it killed.\n\n", fmtDur(f.TTL), fmtDur(f.NodeTimeout), f.Rows[0].Resigns, f.Rows[0].Kills)
+		p("| condition | Resign → next p50 | p99 | SIGKILL → next p50 | p99 | next start − old validity end, min | p99 | early |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, x := range f.Rows {
+			p("| %s | %s | %s | %s | %s | %s | %s | %d |\n", x.Condition, fmtDur(x.ResignP50), fmtDur(x.ResignP99), fmtDur(x.KillP50), fmtDur(x.KillP99), fmtSigned(x.AfterValidMin), fmtDur(x.AfterValidP99), x.Early)
 		}
 	}
 	return b.String()
