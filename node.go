@@ -406,7 +406,7 @@ func permanent(err error) (hint string, ok bool) {
 	switch {
 	case has("NOGUARD"):
 		return "the restart guard needs INFO server: allow INFO to the node's ACL user, or pass WithRestartGuard(0) (test servers such as miniredis; nodes with appendfsync always)", true
-	case has("NOPERM"), strings.Contains(msg, "can't run this command"):
+	case has("NOPERM"), strings.Contains(msg, "The user executing the script can't"):
 		return "the node's ACL user lacks a permission the scripts need (docs/operations.md has the ACL line)", true
 	case has("READONLY"):
 		return "the node is a read-only replica: give redlock masters", true

@@ -24,11 +24,11 @@ import (
 )
 
 // aclLine is the ACL rule for a lock user, as docs/operations.md gives it:
-// the lock's keys and release channels only, and only the commands the
+// the lock's keys, wake and leader channels only, and only the commands the
 // library sends or its scripts call. (go-redis sends HELLO on connecting,
 // and CLIENT SETINFO on Redis 7.2 and later, whose refusal it ignores; AUTH
 // is always allowed.)
-const aclLine = "on >%s resetkeys ~redlock:* resetchannels &redlock:wake:* -@all " +
+const aclLine = "on >%s resetkeys ~redlock:* resetchannels &redlock:wake:* &redlock:{*}:leader -@all " +
 	"+evalsha +eval +get +set +pttl +pexpire +del +publish +exists +time +zadd +zrange +zscore +zrem +info +subscribe +unsubscribe +ping +hello"
 
 // certs writes a CA and a server certificate for 127.0.0.1, signed by it,
@@ -166,6 +166,31 @@ func TestTLSAndACL(t *testing.T) {
 	case <-time.After(30 * time.Second): // the holder's TTL would wake it at 60 s
 		t.Fatal("the waiter was not woken: the release notices did not reach it over TLS")
 	}
+	// An election: a leader announced, observed and read back.
+	ea, err := a.Election(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := b.Election(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := eb.Observe(t.Context())
+	ld, err := ea.Campaign(t.Context(), "leader over TLS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-seen:
+		if got.Term != ld.Term() || got.Value != "leader over TLS" {
+			t.Fatalf("observed %+v, want term %d", got, ld.Term())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the observer saw no leader")
+	}
+	if err := ld.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	// The plain port, and a key outside redlock:*, are refused to the user.
 	other := redis.NewClient(&redis.Options{Addr: nodes[0].TLSAddr, Username: "locker", Password: "pw-locker",
 		TLSConfig: &tls.Config{RootCAs: pool}, DialerRetries: 1})
@@ -173,6 +198,39 @@ func TestTLSAndACL(t *testing.T) {
 	if err := other.Set(t.Context(), "not-a-lock", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("SET outside the lock's keys: got %v, want NOPERM", err)
 	}
+}
+
+// TestElectionWithoutLeaderChannel: a user that may not publish on the
+// leader channels can hold locks, but a Campaign fails at once with
+// ErrUnusable naming the permission, and writes nothing.
+func TestElectionWithoutLeaderChannel(t *testing.T) {
+	nodes, pool := startTLSNodes(t, 3)
+	for _, n := range nodes {
+		setUser(t, n.Node, "nochannel", strings.Replace(aclLine, " &redlock:{*}:leader ", " ", 1))
+	}
+	plain := []*Node{nodes[0].Node, nodes[1].Node, nodes[2].Node}
+	key := UniqueKey(t, plain)
+	c := newClient(t, tlsClients(t, nodes, pool, []string{"nochannel", "nochannel", "nochannel"}))
+	e, err := c.Election(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err = e.Campaign(ctx, "v")
+	if !errors.Is(err, redlock.ErrUnusable) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "ACL") {
+		t.Fatalf("Campaign without the leader channel: got %v, want ErrUnusable naming the ACL", err)
+	}
+	// The won lock was given back (the last node's release may still be
+	// on its way when Campaign returns).
+	waitUntil(t, 10*time.Second, "no node holds the election after the refused campaign", func() bool {
+		for _, n := range plain {
+			if v, _ := Admin(t, n).Get(t.Context(), RedisKey("election:"+key)).Result(); v != "" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestACLMissingPermission: a node whose user lacks a command the scripts
