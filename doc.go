@@ -94,11 +94,26 @@
 // module github.com/redlock-go/redlock/otel turns those events into
 // OpenTelemetry metrics and spans.
 //
+// # Leader election
+//
+// [Client.Election] builds leader election on the lock, with the shape of
+// etcd's: [Election.Campaign] waits until the caller leads and returns a
+// [Leadership], whose term ([Leadership.Term]) is the lock's fencing token
+// (strictly increasing from one leader to the next, never shared), whose
+// Done channel is closed TTL/10 before it could expire, and which
+// [Leadership.Resign] hands to the next candidate at once;
+// [Leadership.Proclaim] changes the advertised value. [Election.Leader]
+// reads the current leader, [Election.Observe] follows leaders in term
+// order, and [Election.Lead] runs a function while leading, campaigning
+// again after a loss with [WithRecampaign]. docs/election.md has an
+// example service and says what a term protects.
+//
 // Errors are matched with [errors.Is] against [ErrNotObtained],
 // [ErrExpired], [ErrTakenOver], [ErrReleased], [ErrClosed],
-// [ErrInvalidArgument] and [ErrUnusable]; a [*QuorumError] (see
+// [ErrInvalidArgument], [ErrUnusable] and [ErrNoLeader]; a [*QuorumError] (see
 // [errors.As]) tells which node answered what, with [ErrHeld] and
 // [ErrNodeRestarted] among the nodes' reasons.
 //
-// All methods of [Client] and [Lock] are safe for concurrent use.
+// All methods of [Client], [Lock], [Election] and [Leadership] are safe for
+// concurrent use.
 package redlock
