@@ -240,6 +240,7 @@ func TestChaosElection(t *testing.T) {
 					d = 400 * time.Millisecond // extended on the way
 				}
 				end := time.After(d)
+				proclaim := i%7 == 3
 			hold:
 				for {
 					select {
@@ -251,7 +252,8 @@ func TestChaosElection(t *testing.T) {
 						if v := ld.Validity(); v > 0 {
 							until = time.Now().Add(v) // a lower bound of the validity's end
 						}
-						if i%7 == 3 {
+						if proclaim {
+							proclaim = false
 							_ = ld.Proclaim(ctx, fmt.Sprintf("%s/%d", who, i))
 						}
 					}
