@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -108,7 +109,17 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 		return nil, invalid("value is %d bytes, more than %d", len(value), maxValueLen)
 	}
 	lc := e.lc
-	lc.meta, lc.onEnd = encodeLeader(0, 0, value), onEnd
+	lc.meta = encodeLeader(0, 0, value)
+	// onEnd is for a leadership: a lock that ends before it was announced
+	// (a failed announcement ends it) is no leadership's end.
+	var leading atomic.Bool
+	if onEnd != nil {
+		lc.onEnd = func(err error) {
+			if leading.Load() {
+				onEnd(err)
+			}
+		}
+	}
 	for failed := 1; ; failed++ {
 		l, err := e.c.lock(ctx, e.key, &lc)
 		if err != nil {
@@ -117,6 +128,10 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 		term := l.fence
 		err = l.proclaim(ctx, encodeLeader(uint64(term), 1, value), term)
 		if err == nil {
+			leading.Store(true)
+			if err := l.Err(); err != nil && onEnd != nil {
+				onEnd(err) // it ended in between
+			}
 			return &Leadership{e: e, l: l, value: value, seq: 1}, nil
 		}
 		// Leading unannounced would leave Leader and Observe blind: give

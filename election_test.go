@@ -293,6 +293,34 @@ func TestLeadRecampaigns(t *testing.T) {
 	})
 }
 
+// TestLeadAfterFailedAnnouncement: a campaign whose first announcement
+// finds the lock gone campaigns again, and fn then runs with a live
+// context: the first lock's end was no leadership's.
+func TestLeadAfterFailedAnnouncement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		e := testElection(t, newTestClient(t, fakes))
+		var proclaims atomic.Int32
+		for _, f := range fakes {
+			f.hold = func(o *op) {
+				if o.kind == opProclaim && proclaims.Add(1) <= 3 {
+					f.mu.Lock()
+					delete(f.keys, o.key) // the first announcement finds nothing
+					f.mu.Unlock()
+				}
+			}
+		}
+		ran := errors.New("ran")
+		err := e.Lead(t.Context(), "v", func(ctx context.Context, ld *Leadership) error {
+			require.NoError(t, ctx.Err(), "fn's context was cancelled by the failed first announcement")
+			return ran
+		})
+		require.ErrorIs(t, err, ran)
+		synctest.Wait() // the last node's announcement, after the majority's
+		require.Equal(t, int32(6), proclaims.Load(), "not announced twice")
+	})
+}
+
 // TestElectionClose: Close ends a leadership (resigning it) and the work
 // under Lead with ErrClosed, and closes observers' channels.
 func TestElectionClose(t *testing.T) {
