@@ -35,7 +35,8 @@ type Election struct {
 }
 
 // Leader is a leadership as the nodes show it: the value its leader
-// advertises, and its term.
+// advertises, and its term. Two Leaders are == when they are the same
+// announcement (a value proclaimed again in the same term is a new one).
 type Leader struct {
 	Value string
 	Term  uint64
