@@ -113,6 +113,12 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	ld, err := e.Campaign(cctx, value)
 	stop()
 	if err != nil {
+		if ctx.Err() != nil {
+			// A standby told to stop (by systemd, say) has done nothing
+			// wrong: it leaves the queue and exits 0.
+			fmt.Fprintf(stderr, "redlock elect: stopped while standing by for %q\n", election)
+			return 0
+		}
 		return waitFailure(name, err, ctx, stderr)
 	}
 	fmt.Fprintf(stderr, "redlock elect: leading %q in term %d\n", election, ld.Term())

@@ -51,7 +51,8 @@ Usage:
       Campaign in election NAME (advertising VALUE) until leading; then run
       COMMAND while leading (with $REDLOCK_TERM), stop it if the leadership
       is lost, resign when it exits and exit with its status; without
-      COMMAND, lead until interrupted, then resign.
+      COMMAND, lead until interrupted, then resign. A signal while
+      standing by ends the campaign, with status 0.
   redlock elect --listen [flags] NAME
       Print each new leader of NAME (TERM VALUE), until interrupted.
   redlock demo [flags]

@@ -509,6 +509,32 @@ func TestElectLeadUntilSignal(t *testing.T) {
 			t.Fatalf("not leading; stderr: %s", stderr)
 		}
 	}
+	// A standby stopped while it waits exits 0 and leaves the queue.
+	standby, sout, serr := start(t, nil, "elect", "--nodes", nodes, "solo")
+	queued := func(n int64) bool {
+		for _, s := range servers {
+			rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+			got, _ := rc.ZCard(context.Background(), "redlock:{election:solo}:queue").Result()
+			_ = rc.Close()
+			if got != n {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); !queued(1); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the standby did not queue; stderr: %s", serr)
+		}
+	}
+	_ = standby.Process.Signal(syscall.SIGTERM)
+	if r := wait(t, standby, sout, serr, began, 10*time.Second); r.code != 0 || !strings.Contains(r.stderr, "standing by") {
+		t.Fatalf("standby: exit %d after SIGTERM, want 0; stderr: %s", r.code, r.stderr)
+	}
+	if !queued(0) {
+		t.Fatal("the stopped standby is still queued")
+	}
+
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	if r := wait(t, cmd, stdout, stderr, began, 10*time.Second); r.code != 0 {
 		t.Fatalf("exit %d after SIGINT; stderr: %s", r.code, r.stderr)
