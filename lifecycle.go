@@ -139,11 +139,19 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
+	return c.do(ctx, &lc, fn, func(ctx context.Context, lc *lockConfig) (*Lock, error) { return c.lock(ctx, key, lc) })
+}
+
+// do is Do with the acquisition given: a lock's, or a semaphore's permit.
+func (c *Client) do(ctx context.Context, lc *lockConfig, fn func(ctx context.Context) error, acquire func(context.Context, *lockConfig) (*Lock, error)) (err error) {
+	if fn == nil {
+		return invalid("nil function")
+	}
 	work, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lc.autoExtend = true
 	lc.onEnd = func(err error) { cancel(err) }
-	l, err := c.lock(ctx, key, &lc)
+	l, err := acquire(ctx, lc)
 	if err != nil {
 		return err
 	}

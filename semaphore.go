@@ -1,0 +1,160 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// Semaphore lets at most P holders in at once, over the Client's nodes. It
+// is P slots, each an ordinary lock ("sem:NAME:i", i from 0 to P−1), and a
+// holder is the holder of one slot: a permit is a [*Lock], with all a Lock
+// offers (Unlock, UnlockAfter, Extend, Done, Fence per slot, Inspect of its
+// key). A majority of nodes grants each slot to one holder at a time, so
+// no more than P hold at once, under the lock's own assumptions.
+//
+// Counting holders per node and admitting on a majority of counts would be
+// cheaper and is wrong: two majorities that overlap in a node can each
+// admit P (docs/semaphore.md has the counterexample).
+//
+// Acquire tries the slots in a random order, so that holders spread over
+// them, and waits between sweeps by the retry strategy. Waiters are not
+// queued: a sweep may take a slot freed while another waiter slept.
+type Semaphore struct {
+	c       *Client
+	name    string
+	permits int
+	keys    []string // the slots' lock keys
+	lc      lockConfig
+}
+
+// maxPermits bounds P: a full sweep is P attempts, one after the other.
+const maxPermits = 128
+
+// Semaphore returns the semaphore called name with permits permits (1 to
+// 128). All its users must give the same permits: a user with fewer slots
+// uses only the first of them, one with more lets more in. Options are
+// those of [Client.Lock] but WithToken (a token would re-enter a held slot
+// and take a second permit for one holder): WithTTL, WithRetry,
+// WithMetadata, WithAutoExtend, WithMaxHold and WithFencing (a fencing
+// token per slot).
+func (c *Client) Semaphore(name string, permits int, opts ...Option) (*Semaphore, error) {
+	if permits < 1 || permits > maxPermits {
+		return nil, invalid("semaphore permits %d outside [1, %d]", permits, maxPermits)
+	}
+	if name == "" {
+		return nil, invalid("empty semaphore name")
+	}
+	last := slotKey(name, permits-1)
+	lc, err := c.callConfig(last, toLock, opts)
+	if err != nil {
+		return nil, err
+	}
+	if lc.token != "" {
+		return nil, invalid("WithToken does not apply to a semaphore: a token could hold two permits")
+	}
+	s := &Semaphore{c: c, name: name, permits: permits, lc: lc, keys: make([]string, permits)}
+	for i := range s.keys {
+		s.keys[i] = slotKey(name, i)
+	}
+	return s, nil
+}
+
+// slotKey is the lock key of a semaphore's slot i.
+func slotKey(name string, i int) string { return "sem:" + name + ":" + strconv.Itoa(i) }
+
+// Permits returns the semaphore's number of permits.
+func (s *Semaphore) Permits() int { return s.permits }
+
+// TryAcquire makes one sweep: one attempt at each slot, in a random order,
+// until one is granted. On failure the error is a [*QuorumError] matching
+// [ErrNotObtained] (that of the last slot tried), with [ErrUnusable] when
+// nodes fail for good.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
+	return s.sweep(ctx, &s.lc)
+}
+
+// Acquire takes a permit, waiting as long as ctx allows: it sweeps the
+// slots, and after a sweep that found every slot held waits as the retry
+// strategy says (by default a random 10–200 ms), never longer than the
+// earliest a held slot's keys run out. Errors are those of
+// [Client.Lock].
+func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
+	return s.acquire(ctx, &s.lc)
+}
+
+func (s *Semaphore) acquire(ctx context.Context, lc *lockConfig) (*Lock, error) {
+	for failed := 1; ; failed++ {
+		l, err := s.sweep(ctx, lc)
+		var qerr *QuorumError
+		if err == nil || !errors.As(err, &qerr) || qerr.cause != nil || qerr.unusable {
+			return l, err
+		}
+		d, ok := lc.retry(failed)
+		if !ok {
+			return nil, err
+		}
+		if qerr.retryAfter > 0 {
+			d = min(d, qerr.retryAfter)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			qerr.cause = ctx.Err()
+			return nil, qerr
+		case <-s.c.closed:
+			t.Stop()
+			return nil, ErrClosed
+		}
+	}
+}
+
+// sweep tries every slot once, in a random order.
+func (s *Semaphore) sweep(ctx context.Context, lc *lockConfig) (*Lock, error) {
+	if err := s.c.checkOpen(); err != nil {
+		return nil, err
+	}
+	var last *QuorumError
+	var soonest time.Duration
+	for _, i := range rand.Perm(s.permits) {
+		l, qerr := s.c.attempt(ctx, s.keys[i], s.c.redisKey(s.keys[i]), lc, 1, nil)
+		if qerr == nil {
+			return l, nil
+		}
+		if qerr.cause != nil || qerr.unusable {
+			return nil, qerr
+		}
+		if a := qerr.retryAfter; a > 0 && (soonest == 0 || a < soonest) {
+			soonest = a
+		}
+		last = qerr
+	}
+	last.retryAfter = soonest
+	return nil, last
+}
+
+// Do acquires a permit (waiting as Acquire does), runs fn while it is
+// extended, and releases it, as [Client.Do] does for a lock: fn's context
+// is cancelled if the permit is lost, with the cause.
+func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	lc := s.lc
+	return s.c.do(ctx, &lc, fn, s.acquire)
+}
+
+// Inspect returns what every node holds at each slot, in slot order (see
+// [Client.Inspect]); [KeyState.Holder] names each slot's holder.
+func (s *Semaphore) Inspect(ctx context.Context) ([]*KeyState, error) {
+	out := make([]*KeyState, len(s.keys))
+	for i, k := range s.keys {
+		st, err := s.c.Inspect(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}
