@@ -65,6 +65,9 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) (*Semaphore
 // slotKey is the lock key of a semaphore's slot i.
 func slotKey(name string, i int) string { return "sem:" + name + ":" + strconv.Itoa(i) }
 
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
 // Permits returns the semaphore's number of permits.
 func (s *Semaphore) Permits() int { return s.permits }
 

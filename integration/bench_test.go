@@ -51,16 +51,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			nodes := StartNodes(b, tc.n)
-			c := newClient(b, Clients(b, nodes, nil), append(tc.opts, redlock.WithAnyNodeCount())...)
-			cycle := make(latencies, 0, 1<<16)
-			keys := benchKeys(b.N)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				cycle = append(cycle, lockCycle(b, c, keys[i%len(keys)]))
-				i++
-			}
-			cycle.report(b, "cycle")
+			lockCycles(b, newClient(b, Clients(b, nodes, nil), append(tc.opts, redlock.WithAnyNodeCount())...))
 		})
 	}
 }
@@ -71,15 +62,7 @@ var releaseIfOwner = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] t
 func BenchmarkFloor(b *testing.B) {
 	nodes := StartNodes(b, 1)
 	rc := Clients(b, nodes, nil)[0]
-	cycle := make(latencies, 0, 1<<16)
-	keys := benchKeys(b.N)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		cycle = append(cycle, floorCycle(b, rc, keys[i%len(keys)]))
-		i++
-	}
-	cycle.report(b, "cycle")
+	cycles(b, func(key string) time.Duration { return floorCycle(b, rc, key) })
 }
 
 // BenchmarkVsFloor interleaves a redlock cycle on N nodes with a floor cycle
@@ -141,6 +124,25 @@ func BenchmarkHungNode(b *testing.B) {
 	}
 	lock.report(b, "lock")
 	unlock.report(b, "unlock")
+}
+
+// cycles runs b's cycles of one, each on a fresh key, and reports their
+// latencies and allocations.
+func cycles(b *testing.B, one func(key string) time.Duration) {
+	cycle := make(latencies, 0, 1<<16)
+	keys := benchKeys(b.N)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		cycle = append(cycle, one(keys[i%len(keys)]))
+		i++
+	}
+	cycle.report(b, "cycle")
+}
+
+// lockCycles runs b's Lock+Unlock cycles on c (see cycles).
+func lockCycles(b *testing.B, c *redlock.Client) {
+	cycles(b, func(key string) time.Duration { return lockCycle(b, c, key) })
 }
 
 // lockCycle locks and unlocks key, and returns how long that took.
@@ -406,4 +408,51 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSemaphore: an uncontended permit (Acquire+Unlock) beside the
+// mutex's cycle, on the same 5 nodes: one slot; 8 slots, all free (the
+// first slot tried is free); 8 slots with 4 held elsewhere (a sweep tries
+// held slots first half the time, one attempt each).
+func BenchmarkSemaphore(b *testing.B) {
+	nodes := StartNodes(b, 5)
+	c := newClient(b, Clients(b, nodes, nil))
+	ctx := context.Background()
+	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
+	for _, tc := range []struct {
+		name          string
+		permits, held int
+	}{{"permits=1", 1, 0}, {"permits=8", 8, 0}, {"permits=8/held=4", 8, 4}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := c.Semaphore(fmt.Sprintf("bench:%s:%d", tc.name, time.Now().UnixNano()), tc.permits, redlock.WithTTL(time.Hour))
+			if err != nil {
+				b.Fatal(err)
+			}
+			other := newClient(b, Clients(b, nodes, nil))
+			for range tc.held {
+				// Held by another Client for the whole run.
+				so, err := other.Semaphore(s.Name(), tc.permits, redlock.WithTTL(time.Hour))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := so.TryAcquire(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cycle := make(latencies, 0, 1<<16)
+			b.ReportAllocs()
+			for b.Loop() {
+				start := time.Now()
+				l, err := s.Acquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				cycle = append(cycle, time.Since(start))
+			}
+			cycle.report(b, "cycle")
+		})
+	}
 }

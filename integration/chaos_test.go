@@ -286,6 +286,23 @@ func pauseMinority(t *testing.T, nodes []*Node) {
 	}
 }
 
+// anyFault injects one fault chosen at random: a Client cut off (through
+// proxies, its own) for 0.2–1.2 s, a minority of nodes paused, or a node
+// killed and restarted 200 ms later (from its AOF, for persistent nodes).
+func anyFault(t *testing.T, nodes []*Node, proxies []*Proxy) {
+	switch rand.IntN(3) {
+	case 0:
+		cutOff(t, proxies, time.Duration(200+rand.IntN(1000))*time.Millisecond)
+	case 1:
+		pauseMinority(t, nodes)
+	case 2:
+		victim := nodes[rand.IntN(len(nodes))]
+		victim.Kill(t)
+		time.Sleep(200 * time.Millisecond)
+		victim.Restart(t)
+	}
+}
+
 // cutOff cuts every link through proxies for d.
 func cutOff(t *testing.T, proxies []*Proxy, d time.Duration) {
 	for _, p := range proxies {

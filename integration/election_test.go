@@ -276,19 +276,7 @@ func TestChaosElection(t *testing.T) {
 	faultDone := make(chan struct{})
 	go func() {
 		defer close(faultDone)
-		faults.Store(int64(every(300*time.Millisecond, stop, func() {
-			switch rand.IntN(3) {
-			case 0:
-				cutOff(t, cut[rand.IntN(len(cut))], time.Duration(200+rand.IntN(1000))*time.Millisecond)
-			case 1:
-				pauseMinority(t, nodes)
-			case 2:
-				victim := nodes[rand.IntN(len(nodes))]
-				victim.Kill(t)
-				time.Sleep(200 * time.Millisecond)
-				victim.Restart(t)
-			}
-		})))
+		faults.Store(int64(every(300*time.Millisecond, stop, func() { anyFault(t, nodes, cut[rand.IntN(len(cut))]) })))
 	}()
 	wg.Wait()
 	close(stop)

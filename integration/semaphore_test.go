@@ -1,0 +1,186 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+)
+
+// The semaphore against real redis-server: never more than P holders,
+// under chaos, with a checker whose canary is the per-node counting scheme
+// the semaphore does not use.
+
+// overCommitted returns a violation for every moment more than permits
+// holdings overlapped (one per run of such moments).
+func overCommitted(hs []holding, permits int) []string {
+	type edge struct {
+		at    time.Time
+		delta int
+		who   string
+	}
+	var es []edge
+	for _, h := range hs {
+		if h.to.After(h.from) {
+			es = append(es, edge{h.from, +1, h.worker}, edge{h.to, -1, h.worker})
+		}
+	}
+	// An end and a start at the same instant do not overlap.
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].at.Equal(es[j].at) {
+			return es[i].delta < es[j].delta
+		}
+		return es[i].at.Before(es[j].at)
+	})
+	var v []string
+	n, over := 0, false
+	var in []string
+	for _, e := range es {
+		n += e.delta
+		if e.delta > 0 {
+			in = append(in, e.who)
+		} else if i := slices.Index(in, e.who); i >= 0 {
+			in = slices.Delete(in, i, i+1)
+		}
+		if n > permits && !over {
+			v = append(v, fmt.Sprintf("%d holders at once (%s) with %d permits, at %s", n, strings.Join(in, ", "), permits, e.at.Format("15:04:05.000000")))
+		}
+		over = n > permits
+	}
+	return v
+}
+
+// TestSemaphoreCheckerCanary: the scheme the semaphore does not use,
+// counting holders per node and admitting on a majority of nodes with room,
+// admits three holders with two permits on three nodes, without any fault:
+// A is admitted by nodes 0 and 1, B by 1 and 2, C by 0 and 2; each node
+// counts two. The checker must catch it.
+func TestSemaphoreCheckerCanary(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	const permits = 2
+	admit := redis.NewScript(`if redis.call('SCARD', KEYS[1]) < tonumber(ARGV[1]) then redis.call('SADD', KEYS[1], ARGV[2]) return 1 end return 0`)
+	var hs []holding
+	for _, step := range []struct {
+		who   string
+		nodes []int
+	}{{"A", []int{0, 1}}, {"B", []int{1, 2}}, {"C", []int{0, 2}}} {
+		admitted := 0
+		for _, i := range step.nodes {
+			n, err := admit.Run(t.Context(), Admin(t, nodes[i]), []string{"count:" + key}, permits, step.who).Int()
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted += n
+		}
+		if admitted < 2 {
+			t.Fatalf("%s was admitted by %d nodes of its majority: the schedule did not build", step.who, admitted)
+		}
+		hs = append(hs, holding{worker: step.who, from: time.Now(), to: time.Now().Add(time.Hour)})
+	}
+	v := overCommitted(hs, permits)
+	if len(v) != 1 || !strings.Contains(v[0], "3 holders at once") {
+		t.Fatalf("the checker found %v, want 3 holders at once", v)
+	}
+	t.Logf("caught: %s", v[0])
+}
+
+// TestChaosSemaphore: 6 workers in 3 Clients take permits of a 2-permit
+// semaphore, hold them 0–20 ms and release, while one Client (behind
+// proxies of its own) is cut off from every node for 0.2–1.2 s at random,
+// as a dead or paused process would be, and nodes are paused or killed
+// and restarted from their AOF. Never more than 2 holders at once, and on
+// each slot the lock's checker: no overlap, fencing tokens in order.
+func TestChaosSemaphore(t *testing.T) {
+	nodes := StartNodesPersistent(t, 5)
+	needsOwnServers(t, nodes[0])
+	name := UniqueKey(t, nodes)
+	const permits = 2
+	opts := []redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond)}
+	proxies := ProxyNodes(t, nodes)
+	var sems []*redlock.Semaphore
+	for i := range 3 {
+		via := nodes
+		if i == 2 {
+			via = Reach(proxies)
+		}
+		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), opts...)
+		s, err := c.Semaphore(name, permits, redlock.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sems = append(sems, s)
+	}
+	target := chaosTarget()
+	var mu sync.Mutex
+	var hs []holding
+	slots := map[string]*checker{}
+	var done atomic.Int64
+	deadline := time.Now().Add(3 * time.Minute)
+	stop := make(chan struct{})
+	var faults atomic.Int64
+	faultDone := make(chan struct{})
+	go func() {
+		defer close(faultDone)
+		faults.Store(int64(every(300*time.Millisecond, stop, func() { anyFault(t, nodes, proxies) })))
+	}()
+	var wg sync.WaitGroup
+	for w := range 6 {
+		s := sems[w%len(sems)]
+		who := fmt.Sprintf("client%d/worker%d", w%len(sems), w)
+		wg.Go(func() {
+			for done.Load() < int64(target) && time.Now().Before(deadline) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				began := time.Now()
+				l, err := s.Acquire(ctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				from := time.Now()
+				until := validUntil(l)
+				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+				to := time.Now()
+				if until.Before(to) {
+					to = until
+				}
+				_ = l.Unlock(context.Background())
+				h := holding{worker: who + " on " + l.Key(), started: began, from: from, to: to, fence: l.Fence()}
+				mu.Lock()
+				hs = append(hs, h)
+				if slots[l.Key()] == nil {
+					slots[l.Key()] = &checker{}
+				}
+				slots[l.Key()].record(h)
+				mu.Unlock()
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-faultDone
+	v := overCommitted(hs, permits)
+	for _, chk := range slots {
+		v = append(v, chk.violations()...)
+	}
+	t.Logf("%d permits taken over %d slots, %d faults, %d violations", done.Load(), len(slots), faults.Load(), len(v))
+	if len(v) > 0 {
+		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
+	}
+	if len(slots) != permits {
+		t.Fatalf("permits were taken on %d slots, want all %d", len(slots), permits)
+	}
+	if done.Load() < int64(target)/2 {
+		t.Fatalf("only %d permits taken: too little progress to prove anything", done.Load())
+	}
+}
