@@ -30,6 +30,7 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	meta := fs.String("metadata", fmt.Sprintf("host=%s pid=%d", host, os.Getpid()), "text stored with the lock, shown by inspect")
 	grace := fs.Duration("grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL (default TTL/20)")
 	maxHold := fs.Duration("max-hold", 24*time.Hour, "give the lock up (as lost) after this long, at most 720h")
+	permits := fs.Int("permits", 0, "take one of N permits of semaphore KEY instead of the lock KEY: at most N run at once (1 to 128)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
@@ -85,12 +86,21 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
+	tryOnce := func(ctx context.Context) (*redlock.Lock, error) { return c.TryLock(ctx, key, lockOpts...) }
+	waitFor := func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, key, lockOpts...) }
+	if *permits != 0 {
+		s, err := c.Semaphore(key, *permits, lockOpts...)
+		if err != nil {
+			return usageError(stderr, name, "%v", err)
+		}
+		tryOnce, waitFor = s.TryAcquire, s.Acquire
+	}
 	var l *redlock.Lock
 	if *wait == 0 {
-		l, err = c.TryLock(ctx, key, lockOpts...)
+		l, err = tryOnce(ctx)
 	} else {
 		wctx, wcancel := context.WithTimeout(ctx, *wait)
-		l, err = c.Lock(wctx, key, lockOpts...)
+		l, err = waitFor(wctx)
 		wcancel()
 	}
 	if err != nil {

@@ -45,6 +45,8 @@ Usage:
   redlock exec [flags] KEY -- COMMAND [ARGS...]
       Acquire KEY on a majority of the nodes, run COMMAND while keeping the
       lock alive, release it when COMMAND exits, and exit with its status.
+      With --permits N, take one of N permits of semaphore KEY instead:
+      at most N run at once.
   redlock inspect [flags] KEY
       Show what every node holds at KEY, and whether a majority holds it.
   redlock elect [flags] NAME [VALUE] [-- COMMAND [ARGS...]]

@@ -572,3 +572,52 @@ func TestElectLeadUntilSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestExecSemaphore: with --permits 2, two commands run at once under
+// permits of one semaphore (with the slot's key in $REDLOCK_KEY), and a
+// third is refused; once one ends, the third runs.
+func TestExecSemaphore(t *testing.T) {
+	nodes, _ := startNodes(t, 3)
+	dir := t.TempDir()
+	env := []string{"DIR=" + dir}
+	script := func(who string) string {
+		return fmt.Sprintf(`echo "$REDLOCK_KEY" > "$DIR/%[1]s"; while [ ! -e "$DIR/%[1]s.stop" ]; do sleep 0.02; done`, who)
+	}
+	began := time.Now()
+	var cmds []*exec.Cmd
+	var outs [][2]*output
+	for _, who := range []string{"a", "b"} {
+		cmd, stdout, stderr := start(t, env, "exec", "--nodes", nodes, "--permits", "2", "pool", "--", "sh", "-c", script(who))
+		waitFile(t, filepath.Join(dir, who), 10*time.Second)
+		cmds, outs = append(cmds, cmd), append(outs, [2]*output{stdout, stderr})
+	}
+	a, _ := os.ReadFile(filepath.Join(dir, "a"))
+	b, _ := os.ReadFile(filepath.Join(dir, "b"))
+	if !strings.HasPrefix(string(a), "sem:pool:") || !strings.HasPrefix(string(b), "sem:pool:") || string(a) == string(b) {
+		t.Fatalf("the commands ran under %q and %q, want two slots of sem:pool", a, b)
+	}
+	if r := runBinary(t, env, "exec", "--nodes", nodes, "--permits", "2", "pool", "--", "true"); r.code != exitNotObtained {
+		t.Fatalf("a third permit: exit %d, want %d; stderr: %s", r.code, exitNotObtained, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, cmds[0], outs[0][0], outs[0][1], began, 10*time.Second); r.code != 0 {
+		t.Fatalf("a: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	if r := runBinary(t, env, "exec", "--nodes", nodes, "--permits", "2", "--wait", "10s", "pool", "--", "true"); r.code != 0 {
+		t.Fatalf("the third, once a permit was free: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "b.stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, cmds[1], outs[1][0], outs[1][1], began, 10*time.Second); r.code != 0 {
+		t.Fatalf("b: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	if r := runBinary(t, nil, "exec", "--nodes", nodes, "--permits", "0", "pool", "--", "true"); r.code != 0 {
+		t.Fatalf("--permits 0 is the plain lock: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	if r := runBinary(t, nil, "exec", "--nodes", nodes, "--permits", "999", "pool", "--", "true"); r.code != exitUsage {
+		t.Fatalf("--permits 999: exit %d, want %d; stderr: %s", r.code, exitUsage, r.stderr)
+	}
+}
