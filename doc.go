@@ -108,12 +108,19 @@
 // again after a loss with [WithRecampaign]. docs/election.md has an
 // example service and says what a term protects.
 //
+// # Semaphore
+//
+// [Client.Semaphore] lets at most P holders in at once: P slots, each an
+// ordinary lock, tried in a random order; a permit is a [*Lock], so Do,
+// UnlockAfter, Extend, fencing and Inspect work as for any lock.
+// docs/semaphore.md explains why counting holders per node would not do.
+//
 // Errors are matched with [errors.Is] against [ErrNotObtained],
 // [ErrExpired], [ErrTakenOver], [ErrReleased], [ErrClosed],
 // [ErrInvalidArgument], [ErrUnusable] and [ErrNoLeader]; a [*QuorumError] (see
 // [errors.As]) tells which node answered what, with [ErrHeld] and
 // [ErrNodeRestarted] among the nodes' reasons.
 //
-// All methods of [Client], [Lock], [Election] and [Leadership] are safe for
-// concurrent use.
+// All methods of [Client], [Lock], [Election], [Leadership] and [Semaphore]
+// are safe for concurrent use.
 package redlock

@@ -408,3 +408,45 @@ func ExampleElection_Leader() {
 		fmt.Printf("send partition 7's requests to %s (term %d)\n", l.Value, l.Term)
 	}
 }
+
+// At most 4 reports at once across every process, each holding a permit
+// that is extended while it runs.
+func ExampleSemaphore_Do() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	sem, err := c.Semaphore("reports-db", 4, redlock.WithTTL(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = sem.Do(context.Background(), func(ctx context.Context) error {
+		fmt.Println("one of at most 4 reports running")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleSemaphore_TryAcquire() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	sem, err := c.Semaphore("api-calls", 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	permit, err := sem.TryAcquire(context.Background())
+	if errors.Is(err, redlock.ErrNotObtained) {
+		fmt.Println("10 calls in flight already: try later")
+		return
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer permit.Unlock(context.Background())
+	fmt.Println("calling the API under", permit.Key())
+}
