@@ -41,6 +41,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	var nf nodeFlags
 	nf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	permits := fs.Int("permits", 0, "KEY is a semaphore of N permits: show each of its slots (JSON: an array)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
@@ -60,25 +61,59 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	defer c.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := c.Inspect(ctx, key)
-	if err != nil {
-		fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
-		return failureStatus(err)
-	}
-	r := report(key, s)
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			return exitFailure
+	var reports []inspectReport
+	if *permits != 0 {
+		sem, err := c.Semaphore(key, *permits)
+		if err != nil {
+			return usageError(stderr, name, "%v", err)
+		}
+		states, err := sem.Inspect(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
+			return failureStatus(err)
+		}
+		for i, st := range states {
+			reports = append(reports, report(fmt.Sprintf("sem:%s:%d", key, i), st))
 		}
 	} else {
-		printTable(stdout, r)
+		s, err := c.Inspect(ctx, key)
+		if err != nil {
+			fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
+			return failureStatus(err)
+		}
+		reports = append(reports, report(key, s))
 	}
-	if r.Reachable < r.Quorum {
-		return exitUnreachable
+	status, held := 0, 0
+	for _, r := range reports {
+		if r.Reachable < r.Quorum {
+			status = exitUnreachable
+		}
+		if r.Held {
+			held++
+		}
 	}
-	return 0
+	var out any = reports[0]
+	if *permits != 0 {
+		out = reports
+	}
+	switch {
+	case *asJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return exitFailure
+		}
+	case *permits != 0:
+		for _, r := range reports {
+			fmt.Fprintf(stdout, "%s\n", r.Key)
+			printTable(stdout, r)
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "%d of %d permits held\n", held, *permits)
+	default:
+		printTable(stdout, reports[0])
+	}
+	return status
 }
 
 func report(key string, s *redlock.KeyState) inspectReport {

@@ -48,7 +48,8 @@ Usage:
       With --permits N, take one of N permits of semaphore KEY instead:
       at most N run at once.
   redlock inspect [flags] KEY
-      Show what every node holds at KEY, and whether a majority holds it.
+      Show what every node holds at KEY, and whether a majority holds it
+      (with --permits N, each slot of semaphore KEY).
   redlock elect [flags] NAME [VALUE] [-- COMMAND [ARGS...]]
       Campaign in election NAME (advertising VALUE) until leading; then run
       COMMAND while leading (with $REDLOCK_TERM), stop it if the leadership

@@ -596,7 +596,8 @@ func TestExecSemaphore(t *testing.T) {
 	if !strings.HasPrefix(string(a), "sem:pool:") || !strings.HasPrefix(string(b), "sem:pool:") || string(a) == string(b) {
 		t.Fatalf("the commands ran under %q and %q, want two slots of sem:pool", a, b)
 	}
-	if r := runBinary(t, env, "exec", "--nodes", nodes, "--permits", "2", "pool", "--", "true"); r.code != exitNotObtained {
+	r := runBinary(t, env, "exec", "--nodes", nodes, "--permits", "2", "pool", "--", "true")
+	if r.code != exitNotObtained {
 		t.Fatalf("a third permit: exit %d, want %d; stderr: %s", r.code, exitNotObtained, r.stderr)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "a.stop"), nil, 0o644); err != nil {
@@ -607,6 +608,10 @@ func TestExecSemaphore(t *testing.T) {
 	}
 	if r := runBinary(t, env, "exec", "--nodes", nodes, "--permits", "2", "--wait", "10s", "pool", "--", "true"); r.code != 0 {
 		t.Fatalf("the third, once a permit was free: exit %d; stderr: %s", r.code, r.stderr)
+	}
+	r = runBinary(t, nil, "inspect", "--nodes", nodes, "--permits", "2", "pool")
+	if r.code != 0 || !strings.Contains(r.stdout, "sem:pool:0") || !strings.Contains(r.stdout, "sem:pool:1") || !strings.Contains(r.stdout, "1 of 2 permits held") {
+		t.Fatalf("inspect --permits 2: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "b.stop"), nil, 0o644); err != nil {
 		t.Fatal(err)
