@@ -502,14 +502,22 @@ func (n *fakeNode) inspect(key string) result {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	fence, _ := n.counter(fenceKey(key))
+	first, _ := n.head(key) // drops lapsed places from the front: invisible to callers
+	res := result{status: statusAbsent, fence: fence, head: first}
+	for _, p := range n.queues[key] {
+		if p.until.After(time.Now()) {
+			res.waiting++
+		}
+	}
 	e, ok := n.get(key)
 	switch {
 	case !ok:
-		return result{status: statusAbsent, fence: fence}
 	case e.expires.IsZero():
-		return result{status: statusHeld, pttl: -1, value: e.value, fence: fence}
+		res.status, res.pttl, res.value = statusHeld, -1, e.value
+	default:
+		res.status, res.pttl, res.value = statusHeld, e.expires.Sub(time.Now()), e.value
 	}
-	return result{status: statusHeld, pttl: e.expires.Sub(time.Now()), value: e.value, fence: fence}
+	return res
 }
 
 var errFakeDown = errors.New("fake: connection refused")

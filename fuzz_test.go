@@ -91,7 +91,7 @@ func FuzzReplies(f *testing.F) {
 		if res := inspectReply([]any{v, pttl, value}, nil); res.err == nil && res.fence < 0 {
 			t.Fatalf("inspect counter %q: got fence %d", value, res.fence)
 		}
-		for _, reply := range [][]any{{v, pttl}, {v}, {v, value}, nil, {v, pttl, pttl}} {
+		for _, reply := range [][]any{{v, pttl}, {v}, {v, value}, nil, {v, pttl, pttl}, {v, pttl, nil, r, value}, {v, pttl, value, value, r}} {
 			res := inspectReply(reply, nil)
 			if res.err == nil && res.status == statusHeld && res.value != value {
 				t.Fatalf("inspect %v: got %+v", reply, res)

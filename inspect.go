@@ -21,7 +21,13 @@ type NodeState struct {
 	Metadata string        // the holder's metadata, when held
 	TTL      time.Duration // the key's remaining TTL on this node; −1 if it has none
 	Fence    uint64        // the key's fence counter on this node (WithFencing); 0 if none
-	Err      error         // the node's error; the other fields are then empty
+	// Waiting is how many Lock calls wait for the key in its queue on this
+	// node (places whose lease has not lapsed), and FirstWaiter the ID of
+	// the first of them ("" if none): its Client's ID, a dot, and a
+	// number (see [WithWaiterLease]).
+	Waiting     int
+	FirstWaiter string
+	Err         error // the node's error; the other fields are then empty
 }
 
 // KeyState is what every node says about a key, from [Client.Inspect].
@@ -70,8 +76,8 @@ func (s *KeyState) Remaining() time.Duration {
 }
 
 // Inspect asks every node what it holds at key: the holder (named without
-// its token), its metadata, the remaining TTL and the fence counter, or
-// the node's error. It changes nothing. Tokens are shown only to a holder
+// its token), its metadata, the remaining TTL, the fence counter and the
+// wait queue, or the node's error. It changes nothing. Tokens are shown only to a holder
 // that passes its own with [WithToken], on the nodes that hold it. The
 // error is non-nil only for an invalid key or option, a Client that is
 // closed, or a ctx that is already done; node failures are reported per
@@ -91,7 +97,7 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*KeyS
 	r.finish(&c.bg, nil)
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence)}
+		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence), Waiting: res.waiting, FirstWaiter: res.head}
 		if res.status == statusHeld {
 			var token string
 			st.Held, st.TTL = true, res.pttl

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -50,4 +51,47 @@ func testInspect(t *testing.T) {
 	require.False(t, s.Nodes[4].Held)
 	_, err = c.Inspect(t.Context(), "")
 	require.ErrorIs(t, err, ErrInvalidArgument, "empty key")
+}
+
+// TestInspectQueue: Inspect shows, per node, how many Lock calls wait in
+// the key's queue and which is first; a place whose lease lapsed is not
+// counted.
+func TestInspectQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		holder := newTestClient(t, fakes)
+		waiters := newTestClient(t, fakes)
+		l, err := holder.TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		for range 2 {
+			go func() { _, _ = waiters.Lock(ctx, "k", waitHour) }()
+			synctest.Wait()
+			time.Sleep(time.Microsecond) // tickets in this order
+		}
+		s, err := holder.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		first := waiters.hand.id + ".1"
+		for _, n := range s.Nodes {
+			require.Equal(t, 2, n.Waiting, n.Node)
+			require.Equal(t, first, n.FirstWaiter, n.Node)
+		}
+		// A place that lapses (its Lock gone without leaving) is not
+		// counted once its lease is over.
+		for _, f := range fakes {
+			f.mu.Lock()
+			p := f.queues[holder.redisKey("k")][first]
+			p.until = time.Now().Add(time.Millisecond)
+			f.queues[holder.redisKey("k")][first] = p
+			f.mu.Unlock()
+		}
+		time.Sleep(2 * time.Millisecond)
+		s, err = holder.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		require.Equal(t, 1, s.Nodes[0].Waiting)
+		require.Equal(t, waiters.hand.id+".2", s.Nodes[0].FirstWaiter)
+		cancel()
+		synctest.Wait()
+		require.NoError(t, l.Unlock(t.Context()))
+	})
 }

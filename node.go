@@ -49,10 +49,12 @@ type result struct {
 	// period; it does not count towards a majority, but its key is ours.
 	guarded bool
 	// head: the first waiter in the key's queue, from a queue op, a
-	// refusal (statusQueued) or a release; its lease left is pttl when the
-	// key is free (statusQueued, or a queue op's statusAbsent).
-	head string
-	err  error // statusFailed only
+	// refusal (statusQueued), a release or an inspect; its lease left is
+	// pttl when the key is free (statusQueued, or a queue op's
+	// statusAbsent).
+	head    string
+	waiting int   // inspect: the live places in the key's queue
+	err     error // statusFailed only
 }
 
 func (r result) ok() bool { return !r.guarded && (r.status == statusOK || r.status == statusRefreshed) }
@@ -360,7 +362,7 @@ func inspectReply(reply []any, err error) result {
 	if err != nil {
 		return result{err: err}
 	}
-	if len(reply) < 2 || len(reply) > 3 { // a nil counter may end the array
+	if len(reply) < 2 || len(reply) > 5 { // nils may end the array
 		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	pttl, ok := reply[1].(int64)
@@ -368,21 +370,28 @@ func inspectReply(reply []any, err error) result {
 		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	var fence int64
-	if len(reply) == 3 {
+	if len(reply) >= 3 {
 		if s, ok := reply[2].(string); ok {
 			if fence, err = strconv.ParseInt(s, 10, 64); err != nil {
 				return result{err: fmt.Errorf("fence counter %q is not a number", s)}
 			}
 		}
 	}
-	value, held := reply[0].(string)
-	switch {
-	case !held:
-		return result{status: statusAbsent, fence: fence}
-	case pttl < 0:
-		return result{status: statusHeld, pttl: -1, value: value, fence: fence}
+	res := result{status: statusAbsent, fence: fence}
+	if len(reply) >= 4 {
+		n, _ := reply[3].(int64)
+		res.waiting = int(n)
 	}
-	return result{status: statusHeld, pttl: time.Duration(pttl) * time.Millisecond, value: value, fence: fence}
+	if len(reply) == 5 {
+		res.head, _ = reply[4].(string)
+	}
+	if value, held := reply[0].(string); held {
+		res.status, res.value, res.pttl = statusHeld, value, time.Duration(pttl)*time.Millisecond
+		if pttl < 0 {
+			res.pttl = -1
+		}
+	}
+	return res
 }
 
 // encodeValue is the key's value for a holder: the token, then NUL and the

@@ -303,9 +303,28 @@ redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1
 `
 
-// inspectSrc reads the key's value and PTTL, and its fence counter, in one
-// atomic step. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil}.
-const inspectSrc = `return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}`
+// inspectSrc reads the key's value and PTTL, its fence counter, and its
+// wait queue (the places whose lease has not lapsed, and the first of them
+// among the first 64 by ticket), in one atomic step. It writes nothing: a
+// lapsed place stays until a script that writes drops it. KEYS[2] fence
+// key. Reply: {value or nil, PTTL, counter or nil, waiters, first waiter
+// or nil}.
+const inspectSrc = `
+local waiting, first = 0, false
+local q, l = KEYS[1] .. ':queue', KEYS[1] .. ':lease'
+if redis.call('EXISTS', q) == 1 then
+	local t = redis.call('TIME')
+	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	waiting = redis.call('ZCOUNT', l, '(' .. now, '+inf')
+	for _, id in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+		if tonumber(redis.call('ZSCORE', l, id) or '0') > now then
+			first = id
+			break
+		end
+	end
+end
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), waiting, first}
+`
 
 // opKind names an operation; it indexes scripts.
 type opKind int

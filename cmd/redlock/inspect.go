@@ -32,6 +32,8 @@ type nodeReport struct {
 	Metadata  string `json:"metadata,omitempty"`
 	PTTLMs    int64  `json:"pttl_ms,omitempty"` // -1: no TTL
 	Fence     uint64 `json:"fence,omitempty"`
+	Waiting   int    `json:"waiting,omitempty"`      // Lock calls queued for the key on this node
+	First     string `json:"first_waiter,omitempty"` // the first of them: its Client's ID, a dot, a number
 	Error     string `json:"error,omitempty"`
 }
 
@@ -119,7 +121,8 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 func report(key string, s *redlock.KeyState) inspectReport {
 	r := inspectReport{Key: key, Quorum: len(s.Nodes)/2 + 1}
 	for _, n := range s.Nodes {
-		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Holder: n.Holder, Metadata: n.Metadata, Fence: n.Fence}
+		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Holder: n.Holder, Metadata: n.Metadata, Fence: n.Fence,
+			Waiting: n.Waiting, First: n.FirstWaiter}
 		if n.Err != nil {
 			nr.Error = n.Err.Error()
 		} else {
@@ -145,9 +148,9 @@ func report(key string, s *redlock.KeyState) inspectReport {
 
 func printTable(w io.Writer, r inspectReport) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tREACHABLE\tHELD\tHOLDER\tPTTL\tFENCE")
+	fmt.Fprintln(tw, "NODE\tREACHABLE\tHELD\tHOLDER\tPTTL\tFENCE\tWAITING")
 	for _, n := range r.Nodes {
-		reach, held, holder, pttl, fence := "yes", "no", "-", "-", "-"
+		reach, held, holder, pttl, fence, waiting := "yes", "no", "-", "-", "-", "-"
 		if !n.Reachable {
 			reach, held = "no", "-"
 		}
@@ -161,7 +164,13 @@ func printTable(w io.Writer, r inspectReport) {
 		if n.Fence != 0 {
 			fence = fmt.Sprint(n.Fence)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, reach, held, holder, pttl, fence)
+		if n.Reachable {
+			waiting = fmt.Sprint(n.Waiting)
+			if n.Waiting > 0 {
+				waiting += " (first " + n.First + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, reach, held, holder, pttl, fence, waiting)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)

@@ -370,9 +370,36 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("--json shows the holder's token:\n%s", r.stdout)
 	}
 	if !rep.Held || rep.Holder != holder || rep.Metadata != "batch 42" || rep.Quorum != 2 || len(rep.Nodes) != 3 ||
-		rep.RemainingMs <= 0 || rep.Nodes[0].Fence == 0 || rep.Nodes[0].PTTLMs <= 0 {
+		rep.RemainingMs <= 0 || rep.Nodes[0].Fence == 0 || rep.Nodes[0].PTTLMs <= 0 || rep.Nodes[0].Waiting != 0 {
 		t.Fatalf("--json: %+v", rep)
 	}
+	// A Lock call waiting in the key's queue shows on every node.
+	wctx, wcancel := context.WithCancel(context.Background())
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = client(t, servers).Lock(wctx, "inspected")
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r = runBinary(t, nil, "inspect", "--nodes", nodes, "--json", "inspected")
+		rep = inspectReport{}
+		_ = json.Unmarshal([]byte(r.stdout), &rep)
+		if len(rep.Nodes) == 3 && rep.Nodes[0].Waiting == 1 && rep.Nodes[1].Waiting == 1 && rep.Nodes[2].Waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("--json does not show the waiter on every node: %s", r.stdout)
+		}
+	}
+	if first := rep.Nodes[0].First; first == "" || !strings.Contains(first, ".") {
+		t.Fatalf("first waiter %q, want a waiter ID", first)
+	}
+	r = runBinary(t, nil, "inspect", "--nodes", nodes, "inspected")
+	if !strings.Contains(r.stdout, "WAITING") || !strings.Contains(r.stdout, "1 (first "+rep.Nodes[0].First+")") {
+		t.Fatalf("the table does not show the waiter:\n%s", r.stdout)
+	}
+	wcancel()
+	<-waited
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
