@@ -166,12 +166,16 @@ func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, e
 
 // wait sleeps until w is woken (true), d has passed, ctx is done or the
 // Client is closed, and returns ctx's error or ErrClosed in the last two
-// cases.
+// cases. w may be nil: nothing wakes the sleep early.
 func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) (bool, error) {
+	var wake <-chan struct{}
+	if w != nil {
+		wake = w.wake
+	}
 	t := time.NewTimer(max(d, 0))
 	defer t.Stop()
 	select {
-	case <-w.wake:
+	case <-wake:
 		return true, nil
 	case <-t.C:
 	case <-ctx.Done():

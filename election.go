@@ -145,15 +145,8 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 		if !ok {
 			return nil, err
 		}
-		t := time.NewTimer(min(d, time.Second))
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-e.c.closed:
-			t.Stop()
-			return nil, errors.Join(err, ErrClosed)
+		if _, werr := e.c.wait(ctx, nil, min(d, time.Second)); werr != nil {
+			return nil, errors.Join(err, werr)
 		}
 	}
 }

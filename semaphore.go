@@ -102,16 +102,9 @@ func (s *Semaphore) acquire(ctx context.Context, lc *lockConfig) (*Lock, error) 
 		if qerr.retryAfter > 0 {
 			d = min(d, qerr.retryAfter)
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			qerr.cause = ctx.Err()
+		if _, werr := s.c.wait(ctx, nil, d); werr != nil {
+			qerr.cause = werr // as Lock: ctx's error, or ErrClosed
 			return nil, qerr
-		case <-s.c.closed:
-			t.Stop()
-			return nil, ErrClosed
 		}
 	}
 }
