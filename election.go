@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -111,17 +110,14 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 	}
 	lc := e.lc
 	lc.meta = encodeLeader(0, 0, value)
-	// onEnd is for a leadership: a lock that ends before it was announced
-	// (a failed announcement ends it) is no leadership's end.
-	var leading atomic.Bool
-	if onEnd != nil {
-		lc.onEnd = func(err error) {
-			if leading.Load() {
-				onEnd(err)
-			}
-		}
-	}
 	for failed := 1; ; failed++ {
+		// Each lock won has a gate of its own: the end of a lock given back
+		// after a failed announcement is no leadership's end.
+		var gate *endGate
+		if onEnd != nil {
+			gate = &endGate{onEnd: onEnd}
+			lc.onEnd = gate.end
+		}
 		l, err := e.c.lock(ctx, e.key, &lc)
 		if err != nil {
 			return nil, err
@@ -129,9 +125,8 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 		term := l.fence
 		err = l.proclaim(ctx, encodeLeader(uint64(term), 1, value), term)
 		if err == nil {
-			leading.Store(true)
-			if err := l.Err(); err != nil && onEnd != nil {
-				onEnd(err) // it ended in between
+			if gate != nil {
+				gate.open()
 			}
 			return &Leadership{e: e, l: l, value: value, seq: 1}, nil
 		}
@@ -148,6 +143,41 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 		if _, werr := e.c.wait(ctx, nil, min(d, time.Second)); werr != nil {
 			return nil, errors.Join(err, werr)
 		}
+	}
+}
+
+// endGate holds back the early end of a lock (its onEnd: expired, taken
+// over, or the Client closing) until the lock is a leadership, announced;
+// an end that came before is passed on then. Close may end the lock while
+// its announcement is still on its way back.
+type endGate struct {
+	mu     sync.Mutex
+	opened bool
+	held   error // the first end before the gate opened
+	onEnd  func(error)
+}
+
+func (g *endGate) end(err error) {
+	g.mu.Lock()
+	if !g.opened {
+		if g.held == nil {
+			g.held = err
+		}
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	g.onEnd(err)
+}
+
+// open passes on ends from now on, and the one held, if any.
+func (g *endGate) open() {
+	g.mu.Lock()
+	g.opened = true
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		g.onEnd(held)
 	}
 }
 

@@ -321,6 +321,29 @@ func TestLeadAfterFailedAnnouncement(t *testing.T) {
 	})
 }
 
+// TestEndGate: a lock's early end (Close's ErrClosed included) that comes
+// before its leadership was announced is held, and passed on when the gate
+// opens, once; later ends pass at once; a gate that never opens (a lock
+// given back after a failed announcement) passes nothing on. Close can
+// land in that window: Lead would then run fn with a context Close never
+// cancels.
+func TestEndGate(t *testing.T) {
+	var got []error
+	g := &endGate{onEnd: func(err error) { got = append(got, err) }}
+	g.end(ErrClosed)
+	g.end(ErrExpired)
+	require.Empty(t, got, "an end before the announcement passed")
+	g.open()
+	require.Equal(t, []error{ErrClosed}, got)
+	g.end(ErrTakenOver)
+	require.Equal(t, []error{ErrClosed, ErrTakenOver}, got)
+
+	got = nil
+	shut := &endGate{onEnd: func(err error) { got = append(got, err) }}
+	shut.end(ErrExpired)
+	require.Empty(t, got)
+}
+
 // TestElectionClose: Close ends a leadership (resigning it) and the work
 // under Lead with ErrClosed, and closes observers' channels.
 func TestElectionClose(t *testing.T) {
