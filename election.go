@@ -209,10 +209,11 @@ func (ld Leader) newer(old Leader) bool {
 // Leader returns the current leader: the holder of the election's lock on
 // a majority of nodes, with the latest value and term it announced on any
 // of them (an announcement is stored on a majority, so every majority sees
-// it). It returns an error matching [ErrNoLeader] when a majority of nodes
-// answered and no candidate holds a majority of them, or the one that does
-// has not announced itself yet (it has just won); and a [*QuorumError]
-// matching [ErrNotObtained] when too few nodes answered to tell. It
+// it). It returns an error matching [ErrNoLeader] when no candidate holds
+// a majority of the nodes, even counting the nodes that did not answer as
+// its, or the one that does has not announced itself yet (it has just
+// won); and a [*QuorumError] matching [ErrNotObtained] when too few nodes
+// answered to tell. It
 // returns as soon as the answers decide, so a node that does not answer
 // costs nothing while the others agree.
 //
@@ -231,16 +232,18 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	r := c.send(ctx, request{op: newOp(opInspect, e.rkey, "", "", 0), timeout: c.nodeTimeout(e.lc.ttl),
 		settled: func(rs []result) bool { return leaderOf(rs, q).decided }})
 	r.finish(&c.bg, nil)
-	switch v := leaderOf(r.results, q); {
+	v := leaderOf(r.results, q)
+	switch {
 	case v.announced:
 		return v.leader, nil
 	case v.held:
 		return Leader{}, fmt.Errorf("%w: %q: a candidate won, and has not announced itself yet", ErrNoLeader, e.name)
-	case v.answered >= q:
+	case v.best+len(r.results)-v.answered < q:
+		// Even the nodes that did not answer could not make a majority.
 		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
 	}
 	qerr := c.quorumError("leader", e.key, c.nodes, r, 0, ctx)
-	qerr.Granted = leaderOf(r.results, q).answered
+	qerr.Granted = v.answered
 	qerr.detail = "too few nodes answered to tell the leader"
 	return Leader{}, qerr
 }
@@ -251,6 +254,7 @@ type vote struct {
 	held      bool   // a token holds a majority of nodes
 	announced bool   // and some node of those has its announcement
 	answered  int    // nodes that answered
+	best      int    // the most nodes one token holds
 	decided   bool   // a token holds a majority, or none can
 }
 
@@ -258,7 +262,7 @@ type vote struct {
 // quorum q.
 func leaderOf(rs []result, q int) vote {
 	var v vote
-	best, pending := 0, 0
+	pending := 0
 	for _, r := range rs {
 		switch {
 		case r.undecided():
@@ -274,7 +278,7 @@ func leaderOf(rs []result, q int) vote {
 					n++
 				}
 			}
-			best = max(best, n)
+			v.best = max(v.best, n)
 			if n < q {
 				continue
 			}
@@ -285,7 +289,7 @@ func leaderOf(rs []result, q int) vote {
 			}
 		}
 	}
-	v.decided = v.held || best+pending < q
+	v.decided = v.held || v.best+pending < q
 	return v
 }
 

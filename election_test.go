@@ -206,6 +206,7 @@ func TestElectionLeaderUndecided(t *testing.T) {
 		ctx := t.Context()
 		ld, err := e.Campaign(ctx, "v")
 		require.NoError(t, err)
+		synctest.Wait() // the last node's grant and announcement too
 
 		gate := make(chan struct{})
 		fakes[2].setGate(gate)
@@ -246,6 +247,26 @@ func TestElectionLeaderUndecided(t *testing.T) {
 		got, err = e.Leader(ctx)
 		require.NoError(t, err)
 		require.Equal(t, Leader{Value: "x", Term: 7, seq: 2}, got)
+
+		// One node holds a leader's key, one none, one hangs: the hung one
+		// may hold it too, so nobody can tell. With no key on two nodes,
+		// there is no leader, whatever the hung one holds.
+		fakes[1].mu.Lock()
+		delete(fakes[1].keys, e.rkey)
+		fakes[1].mu.Unlock()
+		hung := make(chan struct{})
+		fakes[2].setGate(hung)
+		_, err = e.Leader(ctx)
+		require.ErrorIs(t, err, ErrNotObtained)
+		require.NotErrorIs(t, err, ErrNoLeader)
+		fakes[0].mu.Lock()
+		delete(fakes[0].keys, e.rkey)
+		fakes[0].mu.Unlock()
+		start = time.Now()
+		_, err = e.Leader(ctx)
+		require.ErrorIs(t, err, ErrNoLeader)
+		require.Zero(t, time.Since(start), "Leader waited for the hung node")
+		close(hung)
 	})
 }
 

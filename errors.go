@@ -57,9 +57,9 @@ var (
 	// returns it at once instead of waiting; the QuorumError names each
 	// node's reply and what to change.
 	ErrUnusable = errors.New("redlock: no majority possible until the nodes or options change")
-	// ErrNoLeader: Election.Leader found no leadership on a majority of
-	// nodes (none, or a candidate that won and has not announced its term
-	// yet).
+	// ErrNoLeader: Election.Leader found that no leadership holds a
+	// majority of nodes (none can, whatever the nodes that did not answer
+	// hold), or that a candidate won and has not announced its term yet.
 	ErrNoLeader = errors.New("redlock: no leader")
 )
 
