@@ -54,7 +54,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	l, qerr := c.attempt(ctx, key, c.redisKey(key), &lc, 1, nil)
+	l, qerr := c.attempt(ctx, c.target(key), &lc, 1, nil)
 	if qerr != nil {
 		return nil, qerr
 	}
@@ -115,7 +115,7 @@ func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, e
 			}
 		}
 		if attemptNext {
-			l, e := c.attempt(ctx, key, rkey, lc, tries+1, w)
+			l, e := c.attempt(ctx, target{key: key, rkey: rkey}, lc, tries+1, w)
 			if e == nil {
 				return l, nil
 			}
@@ -274,24 +274,25 @@ func (c *Client) leaveOn(ctx context.Context, nodes []node, p *place, rkey strin
 
 // acquisition is what one attempt's rounds found.
 type acquisition struct {
-	key, rkey, token string
-	lc               *lockConfig
-	place            *place // in the wait queue, if queued
-	n                int    // the attempt's number within its Lock call
-	r                *round // the acquire round
-	wr               *round // the fence write-back round, with fencing
-	fence            int64
-	won              bool
-	start, end       time.Time
+	target
+	token      string
+	lc         *lockConfig
+	place      *place // in the wait queue, if queued
+	n          int    // the attempt's number within its Lock call
+	r          *round // the acquire round
+	wr         *round // the fence write-back round, with fencing
+	fence      int64
+	won        bool
+	start, end time.Time
 }
 
 // attempt is one acquisition on every node.
 // w is the caller's place in the key's wait queue, nil if it has none.
-func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, n int, w *waiter) (*Lock, *QuorumError) {
+func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w *waiter) (*Lock, *QuorumError) {
 	if err := ctx.Err(); err != nil {
-		return nil, &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
+		return nil, &QuorumError{Op: "lock", key: t.key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	a := &acquisition{key: key, rkey: rkey, token: lc.token, lc: lc, n: n}
+	a := &acquisition{target: t, token: lc.token, lc: lc, n: n}
 	if a.token == "" {
 		a.token = rand.Text()
 	}
@@ -309,10 +310,9 @@ func (c *Client) attempt(ctx context.Context, key, rkey string, lc *lockConfig, 
 // the token back to a majority.
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
-	o := newOp(opAcquire, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
+	o := a.op(opAcquire, a.token, encodeValue(a.token, a.lc.meta), ttl)
 	if a.lc.fencing {
-		o = newOp(opAcquireFenced, a.rkey, a.token, encodeValue(a.token, a.lc.meta), ttl)
-		o.fence = c.propose()
+		o.kind, o.fence = opAcquireFenced, c.propose()
 	}
 	o.place = a.place
 	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge}
@@ -336,7 +336,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		if acked >= c.quorum() {
 			a.fence = o.fence
 		} else {
-			a.wr = c.send(ctx, request{op: newFenceWrite(a.rkey, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
+			a.wr = c.send(ctx, request{op: newFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
 			a.wr.finish(&c.bg, nil)
 			a.won = a.wr.tally.won()
 		}
@@ -369,7 +369,7 @@ func (c *Client) propose() int64 {
 func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*Lock, *QuorumError) {
 	ttl := a.lc.ttl
 	l := &Lock{
-		c: c, key: a.key, rkey: a.rkey, token: a.token, cfg: *a.lc, fence: a.fence,
+		c: c, target: a.target, token: a.token, cfg: *a.lc, fence: a.fence,
 		acquired: a.start, ttl: ttl, until: a.start.Add(ttl - drift(ttl, c.cfg.drift)),
 		nodes: make([]nodeRecord, len(c.nodes)),
 	}
@@ -411,7 +411,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	}
 	a.r.finish(&c.bg, func(i int, res result) {
 		if created(res) {
-			c.releaseOn(ctx, []node{c.nodes[i]}, a.rkey, a.token, a.lc.ttl, 0)
+			c.releaseOn(ctx, []node{c.nodes[i]}, a.target, a.token, a.lc.ttl, 0)
 		}
 	})
 	var mine []node
@@ -420,7 +420,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 			mine = append(mine, c.nodes[i])
 		}
 	}
-	c.releaseOn(ctx, mine, a.rkey, a.token, a.lc.ttl, 0)
+	c.releaseOn(ctx, mine, a.target, a.token, a.lc.ttl, 0)
 	qerr := c.quorumError("lock", a.key, c.nodes, a.r, 0, ctx)
 	switch {
 	case a.wr != nil && !a.wr.tally.won():
@@ -513,10 +513,10 @@ func (c *Client) retryAfter(r *round, round time.Duration) time.Duration {
 // bounded by the node timeout, and without a release notice: it takes back
 // grants that made no lock (a failed attempt's) or that an Unlock has
 // already announced (late grants).
-func (c *Client) releaseOn(ctx context.Context, nodes []node, rkey, token string, ttl, cooldown time.Duration) {
+func (c *Client) releaseOn(ctx context.Context, nodes []node, t target, token string, ttl, cooldown time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
-	o := newOp(opRelease, rkey, token, "", cooldown)
+	o := t.op(opRelease, token, "", cooldown)
 	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }

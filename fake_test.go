@@ -273,6 +273,9 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	if n.hold != nil {
 		n.hold(o)
 	}
+	if o.keys != nil {
+		return n.multi(ctx, o)
+	}
 	switch o.kind {
 	case opAcquire:
 		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl, o.place))
@@ -543,4 +546,157 @@ func newTestClient(t testing.TB, fakes []*fakeNode, opts ...Option) *Client {
 		_ = c.Close(context.Background())
 	})
 	return c
+}
+
+// multi runs an op on a multi-key lock's keys (o.keys) with the semantics
+// of its script: acquireMultiSrc and acquireMultiFencedSrc (every key or
+// none), extendSrc, releaseSrc and fenceWriteSrc over several keys.
+func (n *fakeNode) multi(ctx context.Context, o *op) result {
+	acquire := o.kind == opAcquire || o.kind == opAcquireFenced
+	if acquire {
+		n.mu.Lock()
+		gate := n.acqGate
+		n.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
+	}
+	if o.kind == opRelease {
+		n.mu.Lock()
+		n.releaseErrs = append(n.releaseErrs, ctx.Err())
+		n.mu.Unlock()
+	}
+	if o.kind == opExtend {
+		n.extends.Add(1)
+	}
+	n.fenceMu.Lock()
+	defer n.fenceMu.Unlock()
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	// Every key's state first, as the scripts read before they write.
+	own, absent := 0, 0
+	var other *result
+	for _, k := range o.keys {
+		e, ok := n.get(k)
+		switch {
+		case !ok:
+			absent++
+		case owns(e.value, o.token):
+			own++
+		case other == nil:
+			holder, _, _ := strings.Cut(e.value, "\x00")
+			other = &result{status: statusHeld, pttl: -1, value: holder}
+			if !e.expires.IsZero() {
+				other.pttl = e.expires.Sub(time.Now())
+			}
+		}
+	}
+	expires := time.Now().Add(o.ttl.Truncate(time.Millisecond))
+	var res result
+	var wake []string // keys released, to wake their queues' first waiters
+	switch o.kind {
+	case opAcquire, opAcquireFenced:
+		if other != nil {
+			res = *other
+			break
+		}
+		res.status, res.runID = statusOK, n.runID
+		if own == len(o.keys) {
+			res.status = statusRefreshed
+		}
+		if o.kind == opAcquireFenced {
+			var c int64
+			for _, k := range o.keys {
+				ck, ok := n.counter(fenceKey(k))
+				if !ok {
+					n.mu.Unlock()
+					return result{err: errors.New("FENCE redlock: fence counter is not a whole number")}
+				}
+				c = max(c, ck)
+			}
+			f := o.fence
+			if f <= c {
+				f = c + ((int64(n.index)-c-1)%fenceModulus+fenceModulus)%fenceModulus + 1
+			}
+			for _, k := range o.keys {
+				n.keys[fenceKey(k)] = fakeEntry{value: fmt.Sprint(f)}
+			}
+			res.fence = f
+		}
+		for _, k := range o.keys {
+			n.keys[k] = fakeEntry{value: o.value, expires: expires}
+		}
+	case opExtend:
+		switch {
+		case other != nil:
+			res.status = statusHeld
+		case absent > 0:
+			res.status = statusAbsent
+		default:
+			res.status = statusOK
+			for _, k := range o.keys {
+				e, _ := n.get(k)
+				e.expires = expires
+				n.keys[k] = e
+			}
+		}
+	case opRelease:
+		res.status = statusOK
+		switch {
+		case other != nil:
+			res.status = statusHeld
+		case absent > 0:
+			res.status = statusAbsent
+		}
+		for _, k := range o.keys {
+			e, ok := n.get(k)
+			switch {
+			case !ok || !owns(e.value, o.token):
+			case o.ttl > 0:
+				e.expires = time.Now().Add(o.ttl)
+				n.keys[k] = e
+			default:
+				delete(n.keys, k)
+				wake = append(wake, k)
+			}
+		}
+	case opFenceWrite:
+		ours := absent == 0 && other == nil
+		if other != nil {
+			res.status = statusHeld
+			break
+		}
+		res.status = statusOK
+		for _, k := range o.keys {
+			c, ok := n.counter(fenceKey(k))
+			switch {
+			case !ok:
+				res = result{err: errors.New("FENCE redlock: fence counter is not a whole number")}
+			case c > o.fence, c == o.fence && !ours:
+				res = result{err: errLargerFence}
+			}
+		}
+		if res.status == statusOK {
+			for _, k := range o.keys {
+				if c, _ := n.counter(fenceKey(k)); c < o.fence {
+					n.keys[fenceKey(k)] = fakeEntry{value: fmt.Sprint(o.fence)}
+				}
+			}
+		}
+	}
+	heads := make(map[string]string)
+	if prefix, _ := o.wake.(string); prefix != "" {
+		for _, k := range wake {
+			if h, _ := n.head(k); h != "" {
+				heads[k] = h
+			}
+		}
+	}
+	n.mu.Unlock()
+	for k, h := range heads {
+		n.wake(o.wake.(string), k, o.token, h)
+	}
+	return res
 }

@@ -117,3 +117,17 @@ func holderID(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:6])
 }
+
+// inspectAll inspects each of keys in turn (a semaphore's slots, a
+// multi-key lock's keys).
+func (c *Client) inspectAll(ctx context.Context, keys []string) ([]*KeyState, error) {
+	out := make([]*KeyState, len(keys))
+	for i, k := range keys {
+		st, err := c.Inspect(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,8 +13,7 @@ import (
 // Unlock. Operations that talk to the nodes run one at a time.
 type Lock struct {
 	c        *Client
-	key      string
-	rkey     string
+	target   // its key (or keys)
 	token    string
 	cfg      lockConfig // as acquired
 	fence    int64      // fencing token, with WithFencing
@@ -54,8 +54,13 @@ const (
 	releaseMissed // the release found no key (or failed)
 )
 
-// Key returns the lock's key as given to Lock.
+// Key returns the lock's key as given to Lock; for a lock on several keys
+// ([Client.MultiLock]), the keys joined by spaces.
 func (l *Lock) Key() string { return l.key }
+
+// Keys returns the lock's keys: the one given to Lock, or those given to
+// [Client.MultiLock].
+func (l *Lock) Keys() []string { return l.given() }
 
 // Token returns the lock's token: 130 random bits from crypto/rand (or the
 // token given with [WithToken]). Pass it to WithToken to re-enter. Keep it
@@ -110,7 +115,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	defer l.serial.Unlock()
 	start := time.Now()
 	// On failure, hear every node: taken over and expired differ.
-	r := c.send(ctx, request{op: newOp(opExtend, l.rkey, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
+	r := c.send(ctx, request{op: l.op(opExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
 	end := time.Now()
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
@@ -260,7 +265,7 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// each node's stream sends this Client's later calls after the release,
 	// so a re-Lock of the key by this Client cannot find it still there.
 	start := time.Now()
-	o := newOp(opRelease, l.rkey, l.token, "", cooldown)
+	o := l.op(opRelease, l.token, "", cooldown)
 	o.wake = c.hand.wakeArg
 	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won})
 	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
@@ -302,7 +307,7 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 		l.invalidate(true)
 		l.end(ErrReleased)
 		c.untrack(l)
-		c.hand.released(l.rkey, l.token, namedHeads(r))
+		l.handOver(namedHeads(r))
 		if c.observing() {
 			now := time.Now()
 			c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeResults(nodes, r)})
@@ -324,7 +329,7 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 	l.invalidate(true)
 	l.end(qerr)
 	c.untrack(l)
-	c.hand.released(l.rkey, l.token, namedHeads(r))
+	l.handOver(namedHeads(r))
 	return qerr
 }
 
@@ -401,7 +406,7 @@ func (l *Lock) releaseIfBehind(ctx context.Context, i int) {
 	ttl, cooldown := l.ttl, l.cooldown
 	l.mu.Unlock()
 	if again {
-		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.rkey, l.token, ttl, cooldown)
+		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.target, l.token, ttl, cooldown)
 	}
 }
 
@@ -419,4 +424,43 @@ func (l *Lock) isReleased() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.released
+}
+
+// target is what a lock locks: one key, or the keys of a multi-key lock.
+type target struct {
+	key   string   // as given; a multi-key lock's keys joined by spaces
+	rkey  string   // the Redis key; a multi-key lock's first
+	keys  []string // a multi-key lock's keys as given; nil for one key
+	rkeys []string // a multi-key lock's Redis keys (sorted); nil for one key
+}
+
+// target is the target of a lock on one key.
+func (c *Client) target(key string) target { return target{key: key, rkey: c.redisKey(key)} }
+
+// op prepares an op of kind on the target's keys.
+func (t *target) op(kind opKind, token, value string, ttl time.Duration) *op {
+	o := newOp(kind, t.rkey, token, value, ttl)
+	o.keys = t.rkeys
+	return o
+}
+
+// given returns the target's keys, as given.
+func (t *target) given() []string {
+	if t.keys == nil {
+		return []string{t.key}
+	}
+	return slices.Clone(t.keys)
+}
+
+// handOver tells the Client's hand-off that the lock has been released
+// (or has ended), with the first waiters its release round named (one
+// key only: a multi-key release wakes through the notices alone).
+func (l *Lock) handOver(heads []string) {
+	if l.rkeys == nil {
+		l.c.hand.released(l.rkey, l.token, heads)
+		return
+	}
+	for _, k := range l.rkeys {
+		l.c.hand.released(k, l.token, nil)
+	}
 }

@@ -41,7 +41,7 @@ func TestEncode(t *testing.T) {
 		{"release with cooldown", cooldown, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(60000), "redlock:wake:"}},
 		{"inspect", newOp(opInspect, "K", "", "", 0), 0, []any{"evalsha", sha(opInspect), 2, "K", "K:fence"}},
 		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus, int64(0)}},
-		{"fence write-back", newFenceWrite("K", "tok", 42), 0, []any{"evalsha", sha(opFenceWrite), 2, "K:fence", "K", int64(42), "tok"}},
+		{"fence write-back", newFenceWrite("K", nil, "tok", 42), 0, []any{"evalsha", sha(opFenceWrite), 1, "K", int64(42), "tok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.encode()

@@ -160,7 +160,12 @@ func (c *Client) track(l *Lock) error {
 		return err
 	}
 	c.held[l] = struct{}{}
-	c.hand.acquired(l.rkey, l.token)
+	if l.rkeys == nil {
+		c.hand.acquired(l.rkey, l.token)
+	}
+	for _, k := range l.rkeys {
+		c.hand.acquired(k, l.token)
+	}
 	if l.cfg.autoExtend {
 		l.startExtending()
 	}

@@ -43,7 +43,10 @@ import (
 // the wake prefix (by default "redlock:wake:") followed by its ID, so a
 // release reaches only the process whose waiter is first.
 const queueLua = `
-local function qkeys() return KEYS[1] .. ':queue', KEYS[1] .. ':lease' end
+local function qkeys(k)
+	k = k or KEYS[1]
+	return k .. ':queue', k .. ':lease'
+end
 local function now()
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -70,9 +73,9 @@ local function leave(q, l, id)
 	redis.call('ZREM', q, id)
 	redis.call('ZREM', l, id)
 end
-local function wake(prefix, id, token)
+local function wake(prefix, id, token, k)
 	local client = string.match(id, '^[^.]*')
-	redis.call('PUBLISH', prefix .. client, KEYS[1] .. '\0' .. token .. '\0' .. id)
+	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
 end
 `
 
@@ -175,64 +178,116 @@ end
 return {h or '', left, pttl}
 `
 
-// extendSrc resets the TTL of a key we hold; it never re-creates one.
+// ownedLua defines owned(v): whether a key's value v is ARGV[1]'s, the
+// token's (the token alone, or followed by NUL and metadata).
+const ownedLua = `
+local function owned(v) return v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' end
+`
+
+// extendSrc resets the TTL of the keys we hold; it never re-creates one.
+// KEYS: the lock's keys (one, or a multi-key lock's). It extends only when
+// every key is ours.
 // ARGV[1] token, ARGV[2] ttl in ms.
-// Reply: 1 extended; 0 key absent (expired); −1 another token holds it.
-const extendSrc = `
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// Reply: 1 extended; 0 a key absent (expired); −1 another token holds a
+// key.
+const extendSrc = ownedLua + `
+local st = 1
+for _, k in ipairs(KEYS) do
+	local v = redis.call('GET', k)
+	if not v then st = 0 elseif not owned(v) then return -1 end
+end
+if st == 0 then return 0 end
+for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
 return 1
 `
 
-// releaseSrc deletes a key we hold and, when the key's wait queue has a
+// releaseSrc deletes the keys we hold and, when a key's wait queue has a
 // first waiter, wakes it: it publishes {lock key, NUL, token, NUL, waiter
-// ID} on the channel of the waiter's Client (ARGV[3] followed by the part of
-// the ID before its first '.'). With a cooldown, it leaves the key in place
-// to expire cooldown ms from now instead, keeping other tokens out until
-// then, and wakes nobody.
+// ID} on the channel of the waiter's Client (ARGV[3] followed by the part
+// of the ID before its first '.'). With a cooldown, it leaves the keys in
+// place to expire cooldown ms from now instead, keeping other tokens out
+// until then, and wakes nobody. KEYS: the lock's keys (one, or a
+// multi-key lock's); the keys of ours are released even when another is
+// not ours.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
 // grants, which released no lock anyone held).
-// Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
-// absent (expired); −1 another token holds it.
-var releaseSrc = `
-local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
-if ARGV[2] ~= '0' then
-	redis.call('PEXPIRE', KEYS[1], ARGV[2])
-	return 1
-end
-redis.call('DEL', KEYS[1])
-if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
-` + queueLua + `
-	local q, l = qkeys()
-	local h = head(q, l, now())
-	if h then
-		wake(ARGV[3], h, ARGV[1])
-		return {1, h}
+// Reply: 1 released, or for one key {1, first waiter} when a queue was
+// found; 0 a key absent (expired); −1 another token holds a key.
+var releaseSrc = ownedLua + `
+local st, mine = 1, {}
+for _, k in ipairs(KEYS) do
+	local v = redis.call('GET', k)
+	if not v then
+		if st == 1 then st = 0 end
+	elseif owned(v) then
+		mine[#mine + 1] = k
+	else
+		st = -1
 	end
 end
-return 1
+if ARGV[2] ~= '0' then
+	for _, k in ipairs(mine) do redis.call('PEXPIRE', k, ARGV[2]) end
+	return st
+end
+local first = false
+for _, k in ipairs(mine) do
+	redis.call('DEL', k)
+	if ARGV[3] ~= '' and redis.call('EXISTS', k .. ':queue') == 1 then
+` + queueLua + `
+		local q, l = qkeys(k)
+		local h = head(q, l, now())
+		if h then
+			wake(ARGV[3], h, ARGV[1], k)
+			first = first or h
+		end
+	end
+end
+if st == 1 and first and #KEYS == 1 then return {1, first} end
+return st
 `
 
-// acquireFencedSrc is acquireSrc that also hands out a fencing token. On a
-// grant it sets the key's fence counter (KEYS[2], no TTL) to the client's
-// proposal when the proposal is larger than the counter (the proposal's
-// acknowledgement: the reply's fence is the proposal), and otherwise
-// advances the counter to the next value that is ≡ residue (mod modulus),
-// so that values from different nodes never coincide. Proposals are
-// ≡ modulus−1, a residue no node has (see fenceModulus and Client.propose).
-// The counter is checked before anything is written (a script that fails
-// half-way keeps its writes).
+// fenceLua defines fence(counters): the fencing token a grant hands out,
+// given the keys of the fence counters it advances (no TTL), or an error
+// reply. The token is the client's proposal when the proposal is larger
+// than every counter (the proposal's acknowledgement: the reply's fence is
+// the proposal), and otherwise the next value above the largest counter
+// that is ≡ residue (mod modulus), so that values from different nodes
+// never coincide. Proposals are ≡ modulus−1, a residue no node has (see
+// fenceModulus and Client.propose). The caller checks every counter
+// (fence) before it writes anything: a script that fails half-way keeps
+// its writes. ARGV[4] residue, ARGV[5] modulus, ARGV[6] proposal (0:
+// none).
+const fenceLua = `
+local function fence(counters)
+	local c, at = 0, counters[1]
+	for _, k in ipairs(counters) do
+		local n = tonumber(redis.call('GET', k) or '0')
+		if not n or n < 0 or n ~= math.floor(n) then
+			return redis.error_reply('FENCE redlock: fence counter ' .. k .. ' is not a whole number')
+		end
+		if n > c then c, at = n, k end
+	end
+	local f = tonumber(ARGV[6])
+	if f <= c then
+		local m = tonumber(ARGV[5])
+		f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
+	end
+	if f >= 9007199254740992 then
+		return redis.error_reply('FENCE redlock: fence counter ' .. at .. ' would pass 2^53')
+	end
+	return f
+end
+`
+
+// acquireFencedSrc is acquireSrc that also hands out a fencing token (see
+// fenceLua): on a grant it sets the key's fence counter (KEYS[2]) to it.
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
 // modulus, ARGV[6] proposal (0: none), ARGV[7..9] the waiter as
 // acquireSrc's ARGV[4..6].
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-var acquireFencedSrc = `
+var acquireFencedSrc = fenceLua + `
 local v = redis.call('GET', KEYS[1])
 local code = 1
 if not v then` + gateIf(7) + `
@@ -245,43 +300,102 @@ else
 		return {-1 - redis.call('PTTL', KEYS[1]), v}
 	end
 end
-local c = tonumber(redis.call('GET', KEYS[2]) or '0')
-if not c or c < 0 or c ~= math.floor(c) then
-	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' is not a whole number')
-end
-local f = tonumber(ARGV[6])
-if f <= c then
-	local m = tonumber(ARGV[5])
-	f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
-end
-if f >= 9007199254740992 then
-	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[2] .. ' would pass 2^53')
-end
+local f = fence({KEYS[2]})
+if type(f) == 'table' then return f end
 redis.call('SET', KEYS[2], string.format('%.0f', f))
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {code, f}
 `
 
-// fenceWriteSrc writes a fencing token back: counter = max(counter, t). It
-// acknowledges only where no other token holds the lock key (another
-// holder's grant there may have started before ours and must not be
-// overtaken: docs/fencing.md), and where the counter was below t, or equal
-// to it with our own key there (we set it). A larger counter means a later
-// holder has already been handed a larger token.
-// KEYS[1] fence key, KEYS[2] lock key, ARGV[1] t, ARGV[2] token.
+// multiLua defines free(), the check of a multi-key acquire: it returns
+// nil when no key (KEYS) is held by another token, with whether every key
+// is ours already, or the refusal of acquireSrc for the first key, in
+// KEYS order, that another token holds. It writes nothing: a key of
+// another type fails the script here, before any write.
+const multiLua = ownedLua + `
+local function free()
+	local own = 0
+	for _, k in ipairs(KEYS) do
+		local v = redis.call('GET', k)
+		if v then
+			if not owned(v) then
+				local nul = string.find(v, '\0', 1, true)
+				if nul then v = string.sub(v, 1, nul - 1) end
+				return {-1 - redis.call('PTTL', k), v}
+			end
+			own = own + 1
+		end
+	end
+	return nil, own == #KEYS
+end
+`
+
+// acquireMultiSrc takes every key of a multi-key lock (KEYS) or none: it
+// sets them all only when no other token holds any. It ignores the keys'
+// wait queues: a multi-key lock is not queued (see MultiLock).
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms.
+// Reply: 1 set; 2 every key was ours already (re-entry), all refreshed;
+// refused: acquireSrc's {−(PTTL + 1), holder's token} for the first key
+// held by another token.
+var acquireMultiSrc = multiLua + `
+local refused, again = free()
+if refused then return refused end
+for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PX', ARGV[3]) end
+if again then return 2 end
+return 1
+`
+
+// acquireMultiFencedSrc is acquireMultiSrc that also hands out one fencing
+// token (see fenceLua) above every key's counter (k..":fence"), and sets
+// them all to it: a multi-key lock's token is larger than any handed out
+// before for any of its keys, alone or with others.
+// ARGV[1..6] as acquireFencedSrc's. Reply: as acquireFencedSrc's.
+var acquireMultiFencedSrc = multiLua + fenceLua + `
+local refused, again = free()
+if refused then return refused end
+local counters = {}
+for i, k in ipairs(KEYS) do counters[i] = k .. ':fence' end
+local f = fence(counters)
+if type(f) == 'table' then return f end
+for i, k in ipairs(KEYS) do
+	redis.call('SET', counters[i], string.format('%.0f', f))
+	redis.call('SET', k, ARGV[2], 'PX', ARGV[3])
+end
+if again then return {2, f} end
+return {1, f}
+`
+
+// fenceWriteSrc writes a fencing token back: counter = max(counter, t), for
+// the fence counter (k..":fence") of each lock key k in KEYS (one, or a
+// multi-key lock's). It acknowledges only where no other token holds a
+// lock key (another holder's grant there may have started before ours and
+// must not be overtaken: docs/fencing.md), and where every counter was
+// below t, or equal to it with all our keys there (we set it). A larger
+// counter means a later holder has already been handed a larger token.
+// ARGV[1] t, ARGV[2] token.
 // Reply: 1 acknowledged; 0 a larger (or another holder's equal) fence
-// exists; −1 another token holds the lock key.
+// exists; −1 another token holds a lock key.
 const fenceWriteSrc = `
-local v = redis.call('GET', KEYS[2])
-local ours = v and (v == ARGV[2] or string.sub(v, 1, #ARGV[2] + 1) == ARGV[2] .. '\0')
-if v and not ours then return -1 end
-local c = tonumber(redis.call('GET', KEYS[1]) or '0')
-if not c then
-	return redis.error_reply('FENCE redlock: fence counter ' .. KEYS[1] .. ' is not a whole number')
+local ours = true
+for _, k in ipairs(KEYS) do
+	local v = redis.call('GET', k)
+	if not v then
+		ours = false
+	elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\0' then
+		return -1
+	end
 end
 local t = tonumber(ARGV[1])
-if c > t or (c == t and not ours) then return 0 end
-if c < t then redis.call('SET', KEYS[1], ARGV[1]) end
+local below = {}
+for _, k in ipairs(KEYS) do
+	local c = tonumber(redis.call('GET', k .. ':fence') or '0')
+	if not c then
+		return redis.error_reply('FENCE redlock: fence counter ' .. k .. ':fence is not a whole number')
+	end
+	if c > t or (c == t and not ours) then return 0 end
+	if c < t then below[#below + 1] = k .. ':fence' end
+end
+for _, f in ipairs(below) do redis.call('SET', f, ARGV[1]) end
 return 1
 `
 
@@ -355,30 +469,43 @@ type script struct {
 	src, sha any
 }
 
-var scripts = func() [8]script {
-	var s [8]script
+// The scripts beyond one per op kind: a multi-key lock's acquires (an
+// acquire op with keys).
+const (
+	scriptAcquireMulti = opProclaim + 1 + iota
+	scriptAcquireMultiFenced
+	scriptCount
+)
+
+var scripts = func() [scriptCount]script {
+	var s [scriptCount]script
 	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
-		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc, opProclaim: proclaimSrc} {
+		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc, opProclaim: proclaimSrc,
+		scriptAcquireMulti: acquireMultiSrc, scriptAcquireMultiFenced: acquireMultiFencedSrc} {
 		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	return s
 }()
 
-// op is one operation on one key, prepared once per round and sent to every
-// node. Its fields say what it asks; encode turns them into the wire
-// arguments, once, shared by every node's command (go-redis only reads
-// them), and the in-memory test nodes read the same fields.
+// op is one operation on one key (or a multi-key lock's keys), prepared
+// once per round and sent to every node. Its fields say what it asks;
+// encode turns them into the wire arguments, once, shared by every node's
+// command (go-redis only reads them), and the in-memory test nodes read
+// the same fields.
 type op struct {
 	kind              opKind
-	key, token, value string
+	key, token, value string        // key: the lock key, or a multi-key lock's first key (Cluster routing)
+	keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
 	ttl               time.Duration // TTL, or cooldown for release
 	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal; opProclaim: the term
 	quiet             bool          // opQueue: leave the queue
 	wake              any           // opRelease, opQueue: the wake channels' prefix (a string); nil: wake nobody
 	place             *place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
 
-	argv [14]any // EVALSHA sha numkeys keys… args…, built by encode
-	argc int
+	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
+	argv    [14]any   //
+	keybuf  [2]string // the KEYS of a one-key op
+	residue int       // opAcquireFenced: the index in wire of the node's residue (ARGV[4])
 }
 
 // place is a waiter's place in a key's wait queue (see queueLua): its ID
@@ -406,10 +533,22 @@ func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
 	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
 }
 
-// newFenceWrite prepares the write-back of fencing token t for key, held
-// with token.
-func newFenceWrite(key, token string, t int64) *op {
-	return &op{kind: opFenceWrite, key: key, token: token, fence: t}
+// newFenceWrite prepares the write-back of fencing token t for key (or a
+// multi-key lock's keys), held with token.
+func newFenceWrite(key string, keys []string, token string, t int64) *op {
+	return &op{kind: opFenceWrite, key: key, keys: keys, token: token, fence: t}
+}
+
+// script is the op's script: its kind's, or a multi-key acquire's.
+func (o *op) script() script {
+	switch {
+	case o.keys == nil:
+	case o.kind == opAcquire:
+		return scripts[scriptAcquireMulti]
+	case o.kind == opAcquireFenced:
+		return scripts[scriptAcquireMultiFenced]
+	}
+	return scripts[o.kind]
 }
 
 // encode builds the wire arguments: the one place that knows each script's
@@ -417,40 +556,63 @@ func newFenceWrite(key, token string, t int64) *op {
 // once per round, before the op is shared.
 func (o *op) encode() {
 	ms := o.ttl.Milliseconds()
-	set := func(numkeys int, args ...any) {
-		o.argv[0], o.argv[1], o.argv[2] = "evalsha", scripts[o.kind].sha, numkeys
-		o.argc = 3 + copy(o.argv[3:], args)
+	keys := o.keys // a multi-key lock's; the ARGV are those of one key
+	if keys == nil {
+		o.keybuf[0] = o.key
+		keys = o.keybuf[:1]
+	}
+	// withFence is a one-key op's KEYS with the key's fence counter.
+	withFence := func() []string {
+		o.keybuf[0], o.keybuf[1] = o.key, fenceKey(o.key)
+		return o.keybuf[:2]
 	}
 	switch o.kind {
 	case opAcquire: // a caller not queued sends no place: the script only checks that there is no queue
 		if p := o.place; p != nil {
-			set(1, o.key, o.token, o.value, ms, p.id, p.ticket, p.ms())
+			o.set(keys, o.token, o.value, ms, p.id, p.ticket, p.ms())
 		} else {
-			set(1, o.key, o.token, o.value, ms)
+			o.set(keys, o.token, o.value, ms)
 		}
 	case opExtend:
-		set(1, o.key, o.token, ms)
+		o.set(keys, o.token, ms)
 	case opRelease:
-		set(1, o.key, o.token, ms, o.wakeArg())
+		o.set(keys, o.token, ms, o.wakeArg())
 	case opInspect:
-		set(2, o.key, fenceKey(o.key))
-	case opAcquireFenced: // the residue (ARGV[4], argv[8]) is per node: see nodeArgs
+		o.set(withFence())
+	case opAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
+		if o.keys == nil {
+			keys = withFence() // a multi-key script names its counters itself
+		}
+		o.residue = 3 + len(keys) + 3
 		if p := o.place; p != nil {
-			set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence, p.id, p.ticket, p.ms())
+			o.set(keys, o.token, o.value, ms, 0, fenceModulus, o.fence, p.id, p.ticket, p.ms())
 		} else {
-			set(2, o.key, fenceKey(o.key), o.token, o.value, ms, 0, fenceModulus, o.fence)
+			o.set(keys, o.token, o.value, ms, 0, fenceModulus, o.fence)
 		}
 	case opFenceWrite:
-		set(2, fenceKey(o.key), o.key, o.fence, o.token)
+		o.set(keys, o.fence, o.token)
 	case opProclaim: // the notice's payload is the term: see Election
-		set(1, o.key, o.token, o.value, o.fence)
+		o.set(keys, o.token, o.value, o.fence)
 	case opQueue:
 		var ticket any = o.place.ticket
 		if o.quiet {
 			ticket = 0
 		}
-		set(1, o.key, o.place.id, ticket, o.place.ms(), o.wakeArg())
+		o.set(keys, o.place.id, ticket, o.place.ms(), o.wakeArg())
 	}
+}
+
+// set makes the wire arguments: EVALSHA, the script's SHA1, keys and args.
+func (o *op) set(keys []string, args ...any) {
+	w := o.argv[:0]
+	if n := 3 + len(keys) + len(args); n > len(o.argv) {
+		w = make([]any, 0, n)
+	}
+	w = append(w, "evalsha", o.script().sha, len(keys))
+	for _, k := range keys {
+		w = append(w, k)
+	}
+	o.wire = append(w, args...)
 }
 
 // wakeArg is the op's wake prefix argument: "" for none.
@@ -469,7 +631,7 @@ func fenceKey(key string) string { return key + ":fence" }
 // source, for a node that answered NOSCRIPT (EVAL also caches it).
 func (o *op) evalArgs(i int) []any {
 	argv := slices.Clone(o.nodeArgs(i))
-	argv[0], argv[1] = "eval", scripts[o.kind].src
+	argv[0], argv[1] = "eval", o.script().src
 	return argv
 }
 
@@ -477,9 +639,9 @@ func (o *op) evalArgs(i int) []any {
 // acquire, whose residue is the node's own.
 func (o *op) nodeArgs(i int) []any {
 	if o.kind != opAcquireFenced {
-		return o.argv[:o.argc]
+		return o.wire
 	}
-	argv := o.argv
-	argv[8] = i
-	return argv[:o.argc]
+	argv := slices.Clone(o.wire)
+	argv[o.residue] = i
+	return argv
 }

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -76,7 +75,14 @@ func (s *Semaphore) Permits() int { return s.permits }
 // [ErrNotObtained] (that of the last slot tried), with [ErrUnusable] when
 // nodes fail for good.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
-	return s.sweep(ctx, &s.lc)
+	if err := s.c.checkOpen(); err != nil {
+		return nil, err
+	}
+	l, qerr := s.sweep(ctx, &s.lc)
+	if qerr != nil {
+		return nil, qerr
+	}
+	return l, nil
 }
 
 // Acquire takes a permit, waiting as long as ctx allows: it sweeps the
@@ -89,35 +95,15 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 }
 
 func (s *Semaphore) acquire(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	for failed := 1; ; failed++ {
-		l, err := s.sweep(ctx, lc)
-		var qerr *QuorumError
-		if err == nil || !errors.As(err, &qerr) || qerr.cause != nil || qerr.unusable {
-			return l, err
-		}
-		d, ok := lc.retry(failed)
-		if !ok {
-			return nil, err
-		}
-		if qerr.retryAfter > 0 {
-			d = min(d, qerr.retryAfter)
-		}
-		if _, werr := s.c.wait(ctx, nil, d); werr != nil {
-			qerr.cause = werr // as Lock: ctx's error, or ErrClosed
-			return nil, qerr
-		}
-	}
+	return s.c.retrying(ctx, lc, func(int) (*Lock, *QuorumError) { return s.sweep(ctx, lc) })
 }
 
 // sweep tries every slot once, in a random order.
-func (s *Semaphore) sweep(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	if err := s.c.checkOpen(); err != nil {
-		return nil, err
-	}
+func (s *Semaphore) sweep(ctx context.Context, lc *lockConfig) (*Lock, *QuorumError) {
 	var last *QuorumError
 	var soonest time.Duration
 	for _, i := range rand.Perm(s.permits) {
-		l, qerr := s.c.attempt(ctx, s.keys[i], s.c.redisKey(s.keys[i]), lc, 1, nil)
+		l, qerr := s.c.attempt(ctx, s.c.target(s.keys[i]), lc, 1, nil)
 		if qerr == nil {
 			return l, nil
 		}
@@ -144,13 +130,5 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // Inspect returns what every node holds at each slot, in slot order (see
 // [Client.Inspect]); [KeyState.Holder] names each slot's holder.
 func (s *Semaphore) Inspect(ctx context.Context) ([]*KeyState, error) {
-	out := make([]*KeyState, len(s.keys))
-	for i, k := range s.keys {
-		st, err := s.c.Inspect(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = st
-	}
-	return out, nil
+	return s.c.inspectAll(ctx, s.keys)
 }
