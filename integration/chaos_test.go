@@ -523,3 +523,42 @@ func TestChaosCanaries(t *testing.T) {
 		}
 	})
 }
+
+// faultsEvery injects a fault from fault every period until the returned
+// stop is called, which waits for the fault under way and returns how many
+// were injected.
+func faultsEvery(period time.Duration, fault func()) (stop func() int) {
+	quit := make(chan struct{})
+	n := make(chan int)
+	go func() { n <- every(period, quit, fault) }()
+	return func() int {
+		close(quit)
+		return <-n
+	}
+}
+
+// holdRepeatedly is a chaos worker: until done reaches target or deadline
+// passes, it takes a lock with acquire (within 2 s), holds it 0–20 ms,
+// releases it, and hands record the lock and its holding (from Lock
+// returning to the earlier of Unlock and the end of its validity).
+func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who string, acquire func(context.Context) (*redlock.Lock, error), record func(*redlock.Lock, holding)) {
+	for done.Load() < int64(target) && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		began := time.Now()
+		l, err := acquire(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		from := time.Now()
+		until := validUntil(l)
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		to := time.Now()
+		if until.Before(to) {
+			to = until
+		}
+		_ = l.Unlock(context.Background())
+		record(l, holding{worker: who, started: began, from: from, to: to, fence: l.Fence()})
+		done.Add(1)
+	}
+}

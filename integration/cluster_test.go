@@ -280,3 +280,42 @@ func TestClusterKeysSpread(t *testing.T) {
 		t.Fatalf("busiest shard owns %.2f× the mean", ratio)
 	}
 }
+
+// TestClusterMultiLock: a multi-key lock over a Cluster node takes only
+// keys in one hash slot, and says so, naming the slots the cluster itself
+// gives (CLUSTER KEYSLOT); keys that share a start up to a '}' share a
+// slot, and the cluster node grants them together.
+func TestClusterMultiLock(t *testing.T) {
+	cluster, _ := StartCluster(t, 3)
+	standalone := StartNodes(t, 2)
+	s := Clients(t, standalone, nil)
+	c := newClient(t, []redis.UniversalClient{cluster, s[0], s[1]})
+	ctx := t.Context()
+	tag := UniqueKey(t, standalone)
+	a, b := tag+":a", tag+":b"
+	slotA, slotB := cluster.ClusterKeySlot(ctx, RedisKey(a)).Val(), cluster.ClusterKeySlot(ctx, RedisKey(b)).Val()
+	if slotA == slotB {
+		t.Skipf("%s and %s share slot %d by chance", a, b, slotA) // 1 in 16384
+	}
+	_, err := c.MultiLock([]string{a, b})
+	if !errors.Is(err, redlock.ErrInvalidArgument) || !strings.Contains(err.Error(), fmt.Sprintf("(slot %d)", slotA)) || !strings.Contains(err.Error(), fmt.Sprintf("(slot %d)", slotB)) {
+		t.Fatalf("got %v, want ErrInvalidArgument naming slots %d and %d", err, slotA, slotB)
+	}
+	items, payment := "order:{"+tag+"}:items", "order:{"+tag+"}:payment"
+	if x, y := cluster.ClusterKeySlot(ctx, RedisKey(items)).Val(), cluster.ClusterKeySlot(ctx, RedisKey(payment)).Val(); x != y {
+		t.Fatalf("the documented pair is in slots %d and %d", x, y)
+	}
+	m, err := c.MultiLock([]string{items, payment}, redlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(context.WithoutCancel(ctx)) }()
+	waitUntil(t, 30*time.Second, "the cluster's grant of both keys", func() bool {
+		n, err := cluster.Exists(ctx, RedisKey(items), RedisKey(payment)).Result()
+		return err == nil && n == 2
+	})
+}

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -126,54 +124,31 @@ func TestChaosSemaphore(t *testing.T) {
 	slots := map[string]*checker{}
 	var done atomic.Int64
 	deadline := time.Now().Add(3 * time.Minute)
-	stop := make(chan struct{})
-	var faults atomic.Int64
-	faultDone := make(chan struct{})
-	go func() {
-		defer close(faultDone)
-		faults.Store(int64(every(300*time.Millisecond, stop, func() { anyFault(t, nodes, proxies) })))
-	}()
+	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
 	var wg sync.WaitGroup
 	for w := range 6 {
 		s := sems[w%len(sems)]
 		who := fmt.Sprintf("client%d/worker%d", w%len(sems), w)
 		wg.Go(func() {
-			for done.Load() < int64(target) && time.Now().Before(deadline) {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				began := time.Now()
-				l, err := s.Acquire(ctx)
-				cancel()
-				if err != nil {
-					continue
-				}
-				from := time.Now()
-				until := validUntil(l)
-				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
-				to := time.Now()
-				if until.Before(to) {
-					to = until
-				}
-				_ = l.Unlock(context.Background())
-				h := holding{worker: who + " on " + l.Key(), started: began, from: from, to: to, fence: l.Fence()}
+			holdRepeatedly(&done, target, deadline, who, s.Acquire, func(l *redlock.Lock, h holding) {
+				h.worker += " on " + l.Key()
 				mu.Lock()
+				defer mu.Unlock()
 				hs = append(hs, h)
 				if slots[l.Key()] == nil {
 					slots[l.Key()] = &checker{}
 				}
 				slots[l.Key()].record(h)
-				mu.Unlock()
-				done.Add(1)
-			}
+			})
 		})
 	}
 	wg.Wait()
-	close(stop)
-	<-faultDone
+	faults := stopFaults()
 	v := overCommitted(hs, permits)
 	for _, chk := range slots {
 		v = append(v, chk.violations()...)
 	}
-	t.Logf("%d permits taken over %d slots, %d faults, %d violations", done.Load(), len(slots), faults.Load(), len(v))
+	t.Logf("%d permits taken over %d slots, %d faults, %d violations", done.Load(), len(slots), faults, len(v))
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}

@@ -1,0 +1,370 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// holders returns, per node, the token (before any metadata) at each of
+// keys, "" where there is none.
+func holders(fakes []*fakeNode, c *Client, keys ...string) [][]string {
+	out := make([][]string, len(fakes))
+	for i, f := range fakes {
+		for _, k := range keys {
+			v, _ := f.value(c.redisKey(k))
+			tok, _, _ := strings.Cut(v, "\x00")
+			out[i] = append(out[i], tok)
+		}
+	}
+	return out
+}
+
+// TestMultiLockAllOrNothing: a node where another token holds one of the
+// keys grants none of them, and a refused set is taken back from the
+// nodes that granted it: no node is left with part of a set.
+func TestMultiLockAllOrNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		ctx := t.Context()
+		m, err := c.MultiLock([]string{"a", "b", "c"})
+		require.NoError(t, err)
+
+		fakes[0].set(c.redisKey("b"), "other", time.Minute)
+		l, err := m.TryLock(ctx)
+		require.NoError(t, err, "two of three nodes had every key free")
+		require.Equal(t, [][]string{{"", "other", ""}, {l.Token(), l.Token(), l.Token()}, {l.Token(), l.Token(), l.Token()}},
+			holders(fakes, c, "a", "b", "c"))
+		require.Equal(t, []string{"a", "b", "c"}, l.Keys())
+		require.Equal(t, "a b c", l.Key())
+		require.NoError(t, l.Unlock(ctx))
+		require.Equal(t, [][]string{{"", "other", ""}, {"", "", ""}, {"", "", ""}}, holders(fakes, c, "a", "b", "c"))
+
+		fakes[1].set(c.redisKey("c"), "other", time.Minute)
+		_, err = m.TryLock(ctx)
+		require.ErrorIs(t, err, ErrNotObtained)
+		var qerr *QuorumError
+		require.ErrorAs(t, err, &qerr)
+		require.ErrorIs(t, qerr.Nodes[0].Err, ErrHeld)
+		require.ErrorIs(t, qerr.Nodes[1].Err, ErrHeld)
+		synctest.Wait() // the take-back of node 2's grant
+		require.Equal(t, [][]string{{"", "other", ""}, {"", "", "other"}, {"", "", ""}}, holders(fakes, c, "a", "b", "c"),
+			"a refused set left keys behind")
+	})
+}
+
+// TestMultiLockExcludesEachKey: a multi-key lock holds each of its keys
+// against a lock on that key alone, and the other way round; a multi-key
+// Lock refused by a holder waits for it no longer than its keys have left
+// (the strategy here would wait an hour), and releases free every key.
+func TestMultiLockExcludesEachKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		ctx := t.Context()
+		m, err := c.MultiLock([]string{"b", "a"}, WithRetry(RandomBackoff(time.Hour, time.Hour)))
+		require.NoError(t, err)
+		l, err := m.Lock(ctx)
+		require.NoError(t, err)
+		for _, k := range []string{"a", "b"} {
+			_, err := c.TryLock(ctx, k)
+			require.ErrorIs(t, err, ErrNotObtained, "key %s alone while the set is held", k)
+		}
+		other, err := c.TryLock(ctx, "c")
+		require.NoError(t, err, "a key outside the set")
+		require.NoError(t, other.Unlock(ctx))
+		require.NoError(t, l.Unlock(ctx))
+		for _, k := range []string{"a", "b"} {
+			single, err := c.TryLock(ctx, k, WithTTL(2*time.Second))
+			require.NoError(t, err, "key %s after the set's release", k)
+			time.Sleep(time.Second) // b runs out a second after a
+			_ = single
+		}
+		_, err = m.TryLock(ctx)
+		require.ErrorIs(t, err, ErrNotObtained)
+		start := time.Now()
+		l, err = m.Lock(ctx)
+		require.NoError(t, err)
+		require.InDelta(t, time.Second, time.Since(start), float64(5*time.Millisecond), "not locked when the last single lock ran out")
+		require.NoError(t, l.Unlock(ctx))
+	})
+}
+
+// TestMultiLockLifecycle: Extend, UnlockAfter and Do work on every key
+// together; Do's context is cancelled when one key is taken over.
+func TestMultiLockLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		ctx := t.Context()
+		m, err := c.MultiLock([]string{"a", "b"}, WithTTL(time.Second))
+		require.NoError(t, err)
+		l, err := m.Lock(ctx)
+		require.NoError(t, err)
+		time.Sleep(800 * time.Millisecond)
+		require.NoError(t, l.Extend(ctx, time.Second))
+		time.Sleep(800 * time.Millisecond)
+		_, err = c.TryLock(ctx, "b")
+		require.ErrorIs(t, err, ErrNotObtained, "Extend did not extend every key")
+
+		require.NoError(t, l.UnlockAfter(ctx, 500*time.Millisecond))
+		_, err = c.TryLock(ctx, "a")
+		require.ErrorIs(t, err, ErrNotObtained, "a key came free during the cooldown")
+		time.Sleep(500 * time.Millisecond)
+		_, err = m.TryLock(ctx)
+		require.NoError(t, err, "after the cooldown")
+
+		m2, err := c.MultiLock([]string{"x", "y"}, WithTTL(time.Second))
+		require.NoError(t, err)
+		require.NoError(t, m2.Do(ctx, func(ctx context.Context) error {
+			time.Sleep(5 * time.Second) // extended meanwhile
+			return ctx.Err()
+		}))
+		err = m2.Do(ctx, func(ctx context.Context) error {
+			for _, f := range fakes {
+				f.set(c.redisKey("y"), "intruder", time.Minute)
+			}
+			<-ctx.Done()
+			require.ErrorIs(t, context.Cause(ctx), ErrTakenOver)
+			return nil
+		})
+		require.ErrorIs(t, err, ErrTakenOver)
+		require.Equal(t, [][]string{{"", "intruder"}, {"", "intruder"}, {"", "intruder"}}, holders(fakes, c, "x", "y"),
+			"the release took more than the keys still ours")
+	})
+}
+
+// TestMultiLockFencing: a multi-key lock's fencing token is larger than any
+// handed out before for any of its keys, and later tokens of each key are
+// larger than it.
+func TestMultiLockFencing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestClient(t, newFakeNodes(3))
+		ctx := t.Context()
+		var last uint64
+		for range 3 {
+			l, err := c.TryLock(ctx, "b", WithFencing())
+			require.NoError(t, err)
+			last = max(last, l.Fence())
+			require.NoError(t, l.Unlock(ctx))
+		}
+		m, err := c.MultiLock([]string{"a", "b"}, WithFencing())
+		require.NoError(t, err)
+		l, err := m.TryLock(ctx)
+		require.NoError(t, err)
+		require.Greater(t, l.Fence(), last, "below b's earlier tokens")
+		require.NoError(t, l.Unlock(ctx))
+		for _, k := range []string{"a", "b"} {
+			single, err := c.TryLock(ctx, k, WithFencing())
+			require.NoError(t, err)
+			require.Greater(t, single.Fence(), l.Fence(), "key %s: a later token below the set's", k)
+			require.NoError(t, single.Unlock(ctx))
+		}
+	})
+}
+
+// TestMultiLockFenceWriteBack: when a majority did not take the proposal,
+// the token written back is the largest handed out, and it lands on every
+// key's counter.
+func TestMultiLockFenceWriteBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		ctx := t.Context()
+		big := int64(1) << 50
+		fakes[0].set(fenceKey(c.redisKey("a")), fmt.Sprint(big), -1)
+		fakes[1].set(fenceKey(c.redisKey("b")), fmt.Sprint(big+1), -1)
+		m, err := c.MultiLock([]string{"a", "b"}, WithFencing())
+		require.NoError(t, err)
+		l, err := m.TryLock(ctx)
+		require.NoError(t, err)
+		require.Greater(t, l.Fence(), uint64(big+1))
+		synctest.Wait()
+		for i, f := range fakes {
+			n := 0
+			for _, k := range []string{"a", "b"} {
+				v, _ := f.value(fenceKey(c.redisKey(k)))
+				if v == fmt.Sprint(l.Fence()) {
+					n++
+				}
+			}
+			require.True(t, n == 0 || n == 2, "node %d: the token on one key's counter only", i)
+		}
+	})
+}
+
+// TestMultiLockReentry: the holder re-enters with its token; a failed
+// re-entry leaves the set as it was.
+func TestMultiLockReentry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		ctx := t.Context()
+		m, err := c.MultiLock([]string{"a", "b"})
+		require.NoError(t, err)
+		l, err := m.TryLock(ctx)
+		require.NoError(t, err)
+		again, err := c.MultiLock([]string{"b", "a"}, WithToken(l.Token()))
+		require.NoError(t, err)
+		l2, err := again.TryLock(ctx)
+		require.NoError(t, err, "re-entry")
+		require.Equal(t, l.Token(), l2.Token())
+		require.NoError(t, l2.Unlock(ctx))
+		_, err = c.TryLock(ctx, "a")
+		require.NoError(t, err, "the re-entered lock's Unlock released the set")
+	})
+}
+
+// TestMultiLockOverlapNoDeadlock: callers whose sets overlap in both
+// orders, and a caller of one key, all finish their rounds: nobody holds a
+// key while waiting for another.
+func TestMultiLockOverlapNoDeadlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		var mu sync.Mutex
+		holding := map[string]string{}
+		take := func(who string, keys []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				require.Empty(t, holding[k], "%s and %s both hold %s", who, holding[k], k)
+				holding[k] = who
+			}
+		}
+		give := func(keys []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range keys {
+				delete(holding, k)
+			}
+		}
+		sets := [][]string{{"a", "b"}, {"b", "a"}, {"b", "c"}, {"c", "a"}, {"a"}}
+		var wg sync.WaitGroup
+		for i, keys := range sets {
+			m, err := c.MultiLock(keys, WithTTL(time.Second))
+			require.NoError(t, err)
+			wg.Go(func() {
+				for range 20 {
+					require.NoError(t, m.Do(ctx, func(context.Context) error {
+						take(fmt.Sprint(i), keys)
+						time.Sleep(10 * time.Millisecond)
+						give(keys)
+						return nil
+					}))
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// TestMultiLockBadInput: empty sets, repeated keys, bad keys, too many
+// keys and options that do not apply are typed errors before any node is
+// asked.
+func TestMultiLockBadInput(t *testing.T) {
+	fakes := newFakeNodes(3)
+	c := newTestClient(t, fakes)
+	many := make([]string, maxMultiKeys+1)
+	for i := range many {
+		many[i] = fmt.Sprint("k", i)
+	}
+	for name, f := range map[string]func() error{
+		"nil":        func() error { _, err := c.MultiLock(nil); return err },
+		"empty":      func() error { _, err := c.MultiLock([]string{}); return err },
+		"repeated":   func() error { _, err := c.MultiLock([]string{"a", "b", "a"}); return err },
+		"empty key":  func() error { _, err := c.MultiLock([]string{"a", ""}); return err },
+		"long key":   func() error { _, err := c.MultiLock([]string{"a", strings.Repeat("x", maxKeyLen+1)}); return err },
+		"65 keys":    func() error { _, err := c.MultiLock(many); return err },
+		"client opt": func() error { _, err := c.MultiLock([]string{"a", "b"}, WithNodeTimeout(time.Second)); return err },
+		"recampaign": func() error { _, err := c.MultiLock([]string{"a", "b"}, WithRecampaign()); return err },
+		"tiny TTL":   func() error { _, err := c.MultiLock([]string{"a", "b"}, WithTTL(time.Millisecond)); return err },
+		"nil Do":     func() error { m, _ := c.MultiLock([]string{"a", "b"}); return m.Do(t.Context(), nil) },
+		"metadata 5KB": func() error {
+			_, err := c.MultiLock([]string{"a", "b"}, WithMetadata(strings.Repeat("m", 5000)))
+			return err
+		},
+	} {
+		require.ErrorIs(t, f(), ErrInvalidArgument, name)
+	}
+	_, err := c.MultiLock(many[:maxMultiKeys])
+	require.NoError(t, err, "64 keys")
+	for _, f := range fakes {
+		require.Zero(t, f.calls.Load(), "a node was asked")
+	}
+}
+
+// TestHashSlot: the slots Redis Cluster gives keys (CLUSTER KEYSLOT; the
+// integration tests ask a real cluster too).
+func TestHashSlot(t *testing.T) {
+	for key, slot := range map[string]int{
+		"123456789":              12739, // CRC16/XMODEM check value 0x31C3
+		"foo":                    12182,
+		"{user1000}.following":   hashSlot("user1000"),
+		"{}x":                    hashSlot("{}x"),
+		"redlock:{order:{42}:a}": hashSlot("order:{42"),
+	} {
+		require.Equal(t, slot, hashSlot(key), key)
+	}
+	require.Equal(t, hashSlot("redlock:{order:{42}:items}"), hashSlot("redlock:{order:{42}:payment}"))
+	require.NotEqual(t, hashSlot("redlock:{a}"), hashSlot("redlock:{b}"))
+}
+
+// FuzzMultiLockArgs: whatever the keys (split from a string at '|'),
+// MultiLock either returns a lock that takes all of them and excludes
+// each alone, or ErrInvalidArgument; never a panic.
+func FuzzMultiLockArgs(f *testing.F) {
+	f.Add("a|b|c")
+	f.Add("")
+	f.Add("a|a")
+	f.Add("a||b")
+	f.Add("x{y}z|x{y}w")
+	f.Add(strings.Repeat("k|", 70))
+	f.Fuzz(func(t *testing.T, joined string) {
+		keys := strings.Split(joined, "|")
+		if joined == "" {
+			keys = nil
+		}
+		synctest.Test(t, func(t *testing.T) {
+			fakes := newFakeNodes(3)
+			c := newTestClient(t, fakes)
+			m, err := c.MultiLock(keys)
+			if err != nil {
+				if !errors.Is(err, ErrInvalidArgument) {
+					t.Fatalf("got %v, want ErrInvalidArgument or a lock", err)
+				}
+				return
+			}
+			ctx := t.Context()
+			l, err := m.TryLock(ctx)
+			if err != nil {
+				t.Fatalf("a free set refused: %v", err)
+			}
+			for _, k := range keys[:min(len(keys), 4)] {
+				if _, err := c.TryLock(ctx, k); !errors.Is(err, ErrNotObtained) {
+					t.Fatalf("key %q alone while the set is held: %v", k, err)
+				}
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatalf("unlock: %v", err)
+			}
+			for i, h := range holders(fakes, c, keys...) {
+				for j, tok := range h {
+					if tok != "" {
+						t.Fatalf("node %d still has key %q after Unlock", i, keys[j])
+					}
+				}
+			}
+		})
+	})
+}
