@@ -368,3 +368,40 @@ func FuzzMultiLockArgs(f *testing.F) {
 		})
 	})
 }
+
+// TestMultiLockReleaseWakesWaiters: a Lock queued on one key of a held set
+// gets it at the instant the set is released (its strategy waits an hour,
+// the set's TTL a minute): the release wakes the first waiter of each key,
+// in this Client or another.
+func TestMultiLockReleaseWakesWaiters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c, other := newTestClient(t, fakes), newTestClient(t, fakes)
+		ctx := t.Context()
+		m, err := c.MultiLock([]string{"a", "b"}, WithTTL(time.Minute))
+		require.NoError(t, err)
+		l, err := m.TryLock(ctx)
+		require.NoError(t, err)
+		got := make(chan error, 2)
+		for _, w := range []struct {
+			c   *Client
+			key string
+		}{{c, "a"}, {other, "b"}} {
+			go func() {
+				l, err := w.c.Lock(ctx, w.key, waitHour)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+		}
+		synctest.Wait() // both waiters have failed once and wait
+		time.Sleep(time.Millisecond)
+		start := time.Now()
+		require.NoError(t, l.Unlock(ctx))
+		for range 2 {
+			require.NoError(t, <-got)
+		}
+		require.Zero(t, time.Since(start), "a waiter was not woken by the set's release")
+	})
+}

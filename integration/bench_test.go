@@ -456,3 +456,35 @@ func BenchmarkSemaphore(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMultiLock: a Lock+Unlock cycle of a multi-key lock on 5 nodes
+// beside the mutex's: one script per node either way, over more keys.
+func BenchmarkMultiLock(b *testing.B) {
+	nodes := StartNodes(b, 5)
+	c := newClient(b, Clients(b, nodes, nil))
+	ctx := context.Background()
+	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
+	for _, n := range []int{2, 8, 32} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("bench:multi:%d:%d", time.Now().UnixNano(), i)
+			}
+			m, err := c.MultiLock(keys)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cycles(b, func(string) time.Duration {
+				start := time.Now()
+				l, err := m.Lock(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			})
+		})
+	}
+}

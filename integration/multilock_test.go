@@ -308,3 +308,40 @@ func TestChaosMultiLock(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiLockReleaseWakes: on real redis-server, releasing a set wakes
+// the first waiter of each key, in another Client. The waiter's strategy
+// and lease (an hour) and the set's TTL (a minute) leave only the notice
+// to wake it within the test's 30 s.
+func TestMultiLockReleaseWakes(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	keys := keyNames(t, nodes, 2)
+	a := newClient(t, Clients(t, nodes, nil))
+	b := newClient(t, Clients(t, nodes, nil), redlock.WithWaiterLease(time.Hour))
+	m, err := a.MultiLock(keys, redlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := m.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(t, b, keys[1])
+	for _, n := range nodes {
+		admin := Admin(t, n)
+		waitUntil(t, 30*time.Second, "the waiter's place on "+n.Addr, func() bool {
+			return admin.ZCard(t.Context(), RedisKey(keys[1])+":queue").Val() == 1
+		})
+	}
+	if err := held.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter was not woken by the set's release")
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,7 +22,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 func runExec(args []string, stdout, stderr io.Writer) int {
 	const name = "exec"
-	fs := newFlags(name, "[flags] KEY -- COMMAND [ARGS...]", stderr)
+	fs := newFlags(name, "[flags] KEY [KEY...] -- COMMAND [ARGS...]", stderr)
 	var nf nodeFlags
 	nf.register(fs)
 	wait := fs.Duration("wait", 0, "how long to wait for the lock; 0 tries once")
@@ -35,15 +37,20 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	rest := fs.Args()
-	if len(rest) == 0 {
+	if len(rest) == 0 || rest[0] == "--" {
 		return usageError(stderr, name, "missing KEY and COMMAND")
 	}
-	key, command := rest[0], rest[1:]
-	if len(command) > 0 && command[0] == "--" {
-		command = command[1:]
+	// KEY... -- COMMAND, or KEY COMMAND: several keys need the "--".
+	keys, command := rest[:1], rest[1:]
+	if i := slices.Index(rest, "--"); i >= 0 {
+		keys, command = rest[:i], rest[i+1:]
 	}
+	key := keys[0]
 	if len(command) == 0 {
-		return usageError(stderr, name, "missing COMMAND after %s --", key)
+		return usageError(stderr, name, "missing COMMAND after %s --", strings.Join(keys, " "))
+	}
+	if len(keys) > 1 && *permits != 0 {
+		return usageError(stderr, name, "--permits takes one KEY (the semaphore's name), not %d", len(keys))
 	}
 	if *wait < 0 {
 		return usageError(stderr, name, "--wait %v is negative", *wait)
@@ -88,12 +95,19 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	}()
 	tryOnce := func(ctx context.Context) (*redlock.Lock, error) { return c.TryLock(ctx, key, lockOpts...) }
 	waitFor := func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, key, lockOpts...) }
-	if *permits != 0 {
+	switch {
+	case *permits != 0:
 		s, err := c.Semaphore(key, *permits, lockOpts...)
 		if err != nil {
 			return usageError(stderr, name, "%v", err)
 		}
 		tryOnce, waitFor = s.TryAcquire, s.Acquire
+	case len(keys) > 1: // every key or none
+		m, err := c.MultiLock(keys, lockOpts...)
+		if err != nil {
+			return usageError(stderr, name, "%v", err)
+		}
+		tryOnce, waitFor = m.TryLock, m.Lock
 	}
 	var l *redlock.Lock
 	if *wait == 0 {

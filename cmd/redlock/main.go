@@ -1,11 +1,11 @@
 // Command redlock runs a program under a quorum lock, shows who holds a lock
 // across the nodes, and demonstrates the algorithm on embedded nodes.
 //
-//	redlock exec [flags] KEY -- COMMAND [ARGS...]   run COMMAND while holding KEY
-//	redlock inspect [flags] KEY                     what every node holds at KEY
-//	redlock elect [flags] NAME [VALUE] [-- COMMAND]  lead election NAME (running COMMAND)
-//	redlock elect --listen [flags] NAME             print each new leader of NAME
-//	redlock demo [flags]                            a live demo on 5 local nodes
+//	redlock exec [flags] KEY [KEY...] -- COMMAND [ARGS...]  run COMMAND while holding every KEY
+//	redlock inspect [flags] KEY                            what every node holds at KEY
+//	redlock elect [flags] NAME [VALUE] [-- COMMAND]        lead election NAME (running COMMAND)
+//	redlock elect --listen [flags] NAME                    print each new leader of NAME
+//	redlock demo [flags]                                   a live demo on 5 local nodes
 //
 // Nodes are given with --nodes or $REDLOCK_NODES: comma-separated redis://
 // or rediss:// URLs (with user and password when needed), one per
@@ -42,9 +42,10 @@ const (
 const usage = `redlock: distributed locks over independent Redis masters (Redlock)
 
 Usage:
-  redlock exec [flags] KEY -- COMMAND [ARGS...]
+  redlock exec [flags] KEY [KEY...] -- COMMAND [ARGS...]
       Acquire KEY on a majority of the nodes, run COMMAND while keeping the
       lock alive, release it when COMMAND exits, and exit with its status.
+      With several KEYs (and the "--"), lock all of them or none.
       With --permits N, take one of N permits of semaphore KEY instead:
       at most N run at once.
   redlock inspect [flags] KEY

@@ -653,3 +653,45 @@ func TestExecSemaphore(t *testing.T) {
 		t.Fatalf("--permits 999: exit %d, want %d; stderr: %s", r.code, exitUsage, r.stderr)
 	}
 }
+
+// TestExecMultiKey: several keys before "--" are locked together, all or
+// none: a holder of one of them keeps the command from running, and the
+// command sees every key in $REDLOCK_KEY.
+func TestExecMultiKey(t *testing.T) {
+	nodes, servers := startNodes(t, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	r := runBinary(t, nil, "exec", "--nodes", nodes, "stock", "ledger", "--", "sh", "-c", `echo "$REDLOCK_KEY" > `+out)
+	if r.code != 0 {
+		t.Fatalf("exit %d; stderr: %s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != "stock ledger" {
+		t.Fatalf("the command saw REDLOCK_KEY=%q, want both keys", b)
+	}
+	for _, k := range []string{"stock", "ledger"} {
+		if n := keyCount(t, servers, k); n != 0 {
+			t.Fatalf("%d nodes still hold %s after the command exited", n, k)
+		}
+	}
+	l, err := client(t, servers).Lock(context.Background(), "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(context.Background()) }()
+	ran := filepath.Join(t.TempDir(), "ran")
+	r = runBinary(t, nil, "exec", "--nodes", nodes, "stock", "ledger", "--", "touch", ran)
+	if r.code != exitNotObtained {
+		t.Fatalf("exit %d, want %d with ledger held; stderr: %s", r.code, exitNotObtained, r.stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran without every key")
+	}
+	if n := keyCount(t, servers, "stock"); n != 0 {
+		t.Fatalf("%d nodes hold stock after a refused set", n)
+	}
+	for _, bad := range [][]string{{"a", "a", "--", "true"}, {"--permits", "2", "a", "b", "--", "true"}, {"a", "b", "--"}} {
+		r = runBinary(t, nil, append([]string{"exec", "--nodes", nodes}, bad...)...)
+		if r.code != exitUsage {
+			t.Fatalf("%q: exit %d, want %d; stderr: %s", bad, r.code, exitUsage, r.stderr)
+		}
+	}
+}
