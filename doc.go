@@ -115,12 +115,20 @@
 // UnlockAfter, Extend, fencing and Inspect work as for any lock.
 // docs/semaphore.md explains why counting holders per node would not do.
 //
+// # Multi-key locks
+//
+// [Client.MultiLock] locks several keys together, all or none: on each
+// node one script sets every key or none, and the lock, a [*Lock] over the
+// set, holds when a majority granted all of them. Nobody holds a key while
+// waiting for another, so overlapping sets cannot deadlock.
+// docs/multilock.md has the guarantees.
+//
 // Errors are matched with [errors.Is] against [ErrNotObtained],
 // [ErrExpired], [ErrTakenOver], [ErrReleased], [ErrClosed],
 // [ErrInvalidArgument], [ErrUnusable] and [ErrNoLeader]; a [*QuorumError] (see
 // [errors.As]) tells which node answered what, with [ErrHeld] and
 // [ErrNodeRestarted] among the nodes' reasons.
 //
-// All methods of [Client], [Lock], [Election], [Leadership] and [Semaphore]
-// are safe for concurrent use.
+// All methods of [Client], [Lock], [Election], [Leadership], [Semaphore]
+// and [MultiLock] are safe for concurrent use.
 package redlock

@@ -450,3 +450,47 @@ func ExampleSemaphore_TryAcquire() {
 	defer permit.Unlock(context.Background())
 	fmt.Println("calling the API under", permit.Key())
 }
+
+// Move money between two accounts holding both locks, or neither: a
+// caller never holds one account while it waits for the other.
+func ExampleClient_MultiLock() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	accounts, err := c.MultiLock([]string{"account:17", "account:42"}, redlock.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = accounts.Do(context.Background(), func(ctx context.Context) error {
+		fmt.Println("moving 100 from account 17 to account 42")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// One key of a set held elsewhere: the set is not taken, and no key of it
+// is left held.
+func ExampleMultiLock_TryLock() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	m, err := c.MultiLock([]string{"order:{42}:items", "order:{42}:payment"})
+	if err != nil {
+		log.Fatal(err) // also on Cluster nodes, for keys in different hash slots
+	}
+	l, err := m.TryLock(context.Background())
+	if errors.Is(err, redlock.ErrNotObtained) {
+		fmt.Println("order 42 is busy: try later")
+		return
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	fmt.Println("holding", l.Keys())
+}
