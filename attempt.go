@@ -39,7 +39,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, key, &lc)
+	return c.lock(ctx, c.target(key), &lc)
 }
 
 // TryLock makes exactly one attempt to acquire the lock on key. It does
@@ -65,11 +65,11 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // is not known to be first, a poll of the queue (which goes on to an
 // attempt when it finds the Lock first and the key free); the retry
 // strategy sees the number of failed tries and paces the next.
-func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, error) {
+func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	rkey := c.redisKey(key)
+	key, rkey := t.key, t.rkey
 	var (
 		w     *waiter // our place in the queue, once we have one
 		tries int     // failed tries
@@ -115,7 +115,7 @@ func (c *Client) lock(ctx context.Context, key string, lc *lockConfig) (*Lock, e
 			}
 		}
 		if attemptNext {
-			l, e := c.attempt(ctx, target{key: key, rkey: rkey}, lc, tries+1, w)
+			l, e := c.attempt(ctx, t, lc, tries+1, w)
 			if e == nil {
 				return l, nil
 			}
@@ -311,7 +311,7 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
 	o := a.op(opAcquire, a.token, encodeValue(a.token, a.lc.meta), ttl)
-	if a.lc.fencing {
+	if a.lc.fencing && a.mode != modeRead { // readers get no fencing token
 		o.kind, o.fence = opAcquireFenced, c.propose()
 	}
 	o.place = a.place
@@ -319,7 +319,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	a.start = time.Now()
 	a.r = c.send(ctx, req)
 	a.won = a.r.tally.won()
-	if a.won && a.lc.fencing {
+	if a.won && o.kind == opAcquireFenced {
 		// A majority that took our proposal holds it already: it is the
 		// token. Otherwise the token is the largest a majority handed out;
 		// written back to a majority, any later majority starts above it.

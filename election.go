@@ -118,7 +118,7 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 			gate = &endGate{onEnd: onEnd}
 			lc.onEnd = gate.end
 		}
-		l, err := e.c.lock(ctx, e.key, &lc)
+		l, err := e.c.lock(ctx, e.c.target(e.key), &lc)
 		if err != nil {
 			return nil, err
 		}

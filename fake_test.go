@@ -49,6 +49,7 @@ type fakeNode struct {
 	watchers         map[int]fakeWatcher
 	nextWatcher      int
 	queues           map[string]map[string]fakePlace // wait queues by lock key, by waiter ID
+	readers          map[string]map[string]time.Time // a read-write lock's readers by lock key: token → lease end
 }
 
 // fakePlace is a waiter's entry in a fake wait queue.
@@ -119,6 +120,7 @@ func (n *fakeNode) queue(o *op) result {
 	}
 	h, left := n.head(o.key)
 	e, held := n.get(o.key)
+	readers := n.readersLeft(o.key)
 	n.mu.Unlock()
 	res := result{status: statusAbsent, head: h, pttl: left}
 	switch {
@@ -126,6 +128,8 @@ func (n *fakeNode) queue(o *op) result {
 		res.status, res.pttl = statusHeld, -1
 	case held:
 		res.status, res.pttl = statusHeld, e.expires.Sub(time.Now())
+	case readers > 0:
+		res.status, res.pttl = statusHeld, readers
 	}
 	if o.quiet && first == o.place.id && h != "" && !held {
 		n.wake(o.wake.(string), o.key, o.place.id, h)
@@ -275,6 +279,14 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	}
 	if o.keys != nil {
 		return n.multi(ctx, o)
+	}
+	if o.mode == modeRead && o.kind != opInspect && o.kind != opQueue {
+		return n.read(ctx, o)
+	}
+	if o.mode == modeWrite && (o.kind == opAcquire || o.kind == opAcquireFenced) {
+		if res, ok := n.readersHold(o); ok {
+			return res
+		}
 	}
 	switch o.kind {
 	case opAcquire:
@@ -507,6 +519,11 @@ func (n *fakeNode) inspect(key string) result {
 	fence, _ := n.counter(fenceKey(key))
 	first, _ := n.head(key) // drops lapsed places from the front: invisible to callers
 	res := result{status: statusAbsent, fence: fence, head: first}
+	for _, until := range n.readers[key] {
+		if until.After(time.Now()) {
+			res.readers++
+		}
+	}
 	for _, p := range n.queues[key] {
 		if p.until.After(time.Now()) {
 			res.waiting++
@@ -697,6 +714,113 @@ func (n *fakeNode) multi(ctx context.Context, o *op) result {
 	n.mu.Unlock()
 	for k, h := range heads {
 		n.wake(o.wake.(string), k, o.token, h)
+	}
+	return res
+}
+
+// readersLeft is readersLua's readers: the live readers' longest lease
+// left, 0 if none; it drops lapsed readers. Callers hold n.mu.
+func (n *fakeNode) readersLeft(key string) time.Duration {
+	var left time.Duration
+	for tok, until := range n.readers[key] {
+		if d := until.Sub(time.Now()); d > 0 {
+			left = max(left, d)
+		} else {
+			delete(n.readers[key], tok)
+		}
+	}
+	return left
+}
+
+// readersHold is a writer acquire's readers check (readersIf): where the
+// key is free and readers hold, the refusal (keeping a queued writer's
+// place), and true.
+func (n *fakeNode) readersHold(o *op) (result, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, held := n.get(o.key); held {
+		return result{}, false
+	}
+	left := n.readersLeft(o.key)
+	if left <= 0 {
+		return result{}, false
+	}
+	if err := n.err; err != nil {
+		return result{err: err}, true
+	}
+	if o.place != nil {
+		n.enqueue(o.key, o.place)
+	}
+	n.calls.Add(1)
+	return result{status: statusHeld, pttl: left, value: readersHolder, runID: n.runID}, true
+}
+
+// read runs a reader's op with the semantics of readAcquireSrc,
+// readExtendSrc and readReleaseSrc.
+func (n *fakeNode) read(ctx context.Context, o *op) result {
+	if o.kind == opRelease {
+		n.mu.Lock()
+		n.releaseErrs = append(n.releaseErrs, ctx.Err())
+		n.mu.Unlock()
+	}
+	if err := n.enter(); err != nil {
+		return result{err: err}
+	}
+	n.mu.Lock()
+	now := time.Now()
+	n.readersLeft(o.key) // drops lapsed readers
+	if n.readers == nil {
+		n.readers = map[string]map[string]time.Time{}
+	}
+	rs := n.readers[o.key]
+	if rs == nil {
+		rs = map[string]time.Time{}
+		n.readers[o.key] = rs
+	}
+	_, mine := rs[o.token]
+	ttl := o.ttl.Truncate(time.Millisecond)
+	var res result
+	var wake string
+	switch o.kind {
+	case opAcquire:
+		e, held := n.get(o.key)
+		h, left := n.head(o.key)
+		switch {
+		case held:
+			holder, _, _ := strings.Cut(e.value, "\x00")
+			res = result{status: statusHeld, pttl: e.expires.Sub(now), value: holder}
+		case !mine && h != "":
+			res = result{status: statusQueued, head: h, pttl: left}
+		default:
+			rs[o.token] = now.Add(ttl)
+			res = result{status: statusOK, runID: n.runID}
+			if mine {
+				res.status = statusRefreshed
+			}
+		}
+	case opExtend:
+		res.status = statusAbsent
+		if mine {
+			rs[o.token], res.status = now.Add(ttl), statusOK
+		}
+	case opRelease:
+		res.status = statusAbsent
+		switch {
+		case !mine:
+		case ttl > 0:
+			rs[o.token], res.status = now.Add(ttl), statusOK
+		default:
+			delete(rs, o.token)
+			res.status = statusOK
+			if _, held := n.get(o.key); !held && len(rs) == 0 && o.wake != nil {
+				res.head, _ = n.head(o.key)
+				wake, _ = o.wake.(string)
+			}
+		}
+	}
+	n.mu.Unlock()
+	if res.head != "" && wake != "" {
+		n.wake(wake, o.key, o.token, res.head)
 	}
 	return res
 }

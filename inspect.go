@@ -27,6 +27,9 @@ type NodeState struct {
 	// number (see [WithWaiterLease]).
 	Waiting     int
 	FirstWaiter string
+	// Readers is how many readers hold the read side of a read-write lock
+	// ([Client.RWMutex]) on this node (leases not lapsed).
+	Readers int
 	Err         error // the node's error; the other fields are then empty
 }
 
@@ -97,7 +100,7 @@ func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*KeyS
 	r.finish(&c.bg, nil)
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence), Waiting: res.waiting, FirstWaiter: res.head}
+		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence), Waiting: res.waiting, FirstWaiter: res.head, Readers: res.readers}
 		if res.status == statusHeld {
 			var token string
 			st.Held, st.TTL = true, res.pttl

@@ -432,6 +432,7 @@ type target struct {
 	rkey  string   // the Redis key; a multi-key lock's first
 	keys  []string // a multi-key lock's keys as given; nil for one key
 	rkeys []string // a multi-key lock's Redis keys (sorted); nil for one key
+	mode  lockMode // a read-write lock's side (one key)
 }
 
 // target is the target of a lock on one key.
@@ -440,7 +441,7 @@ func (c *Client) target(key string) target { return target{key: key, rkey: c.red
 // op prepares an op of kind on the target's keys.
 func (t *target) op(kind opKind, token, value string, ttl time.Duration) *op {
 	o := newOp(kind, t.rkey, token, value, ttl)
-	o.keys = t.rkeys
+	o.keys, o.mode = t.rkeys, t.mode
 	return o
 }
 

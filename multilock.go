@@ -149,7 +149,7 @@ func (m *MultiLock) Lock(ctx context.Context) (*Lock, error) {
 func (m *MultiLock) lock(ctx context.Context, lc *lockConfig) (*Lock, error) {
 	c := m.c
 	if m.t.rkeys == nil {
-		return c.lock(ctx, m.t.key, lc)
+		return c.lock(ctx, m.t, lc)
 	}
 	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, m.t, lc, n, nil) })
 }

@@ -54,6 +54,7 @@ type result struct {
 	// statusAbsent).
 	head    string
 	waiting int   // inspect: the live places in the key's queue
+	readers int   // inspect: the live readers of a read-write lock
 	err     error // statusFailed only
 }
 
@@ -362,7 +363,7 @@ func inspectReply(reply []any, err error) result {
 	if err != nil {
 		return result{err: err}
 	}
-	if len(reply) < 2 || len(reply) > 5 { // nils may end the array
+	if len(reply) < 2 || len(reply) > 6 { // nils may end the array
 		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	pttl, ok := reply[1].(int64)
@@ -382,8 +383,12 @@ func inspectReply(reply []any, err error) result {
 		n, _ := reply[3].(int64)
 		res.waiting = int(n)
 	}
-	if len(reply) == 5 {
+	if len(reply) >= 5 {
 		res.head, _ = reply[4].(string)
+	}
+	if len(reply) == 6 {
+		n, _ := reply[5].(int64)
+		res.readers = int(n)
 	}
 	if value, held := reply[0].(string); held {
 		res.status, res.value, res.pttl = statusHeld, value, time.Duration(pttl)*time.Millisecond

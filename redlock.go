@@ -160,7 +160,7 @@ func (c *Client) track(l *Lock) error {
 		return err
 	}
 	c.held[l] = struct{}{}
-	if l.rkeys == nil {
+	if l.rkeys == nil && l.mode != modeRead { // a reader does not hold the key
 		c.hand.acquired(l.rkey, l.token)
 	}
 	for _, k := range l.rkeys {

@@ -143,9 +143,18 @@ func requeueIf(i int) string {
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms, or
 // the queue's refusal (gateLua). The holder's token lets a waiter tell a
 // holder with a majority from a split vote; it never leaves the library.
-var acquireSrc = `
+var acquireSrc = acquireScript("")
+
+// acquireWriteSrc is acquireSrc for a read-write lock's writer: a free key
+// is granted only where no reader holds (see readersLua); otherwise the
+// refusal is {−(the readers' longest lease left + 1), readersHolder}.
+var acquireWriteSrc = acquireScript(readersIf(4))
+
+// acquireScript is acquireSrc with check run first where the key is free.
+func acquireScript(check string) string {
+	return `
 local v = redis.call('GET', KEYS[1])
-if not v then` + gateIf(4) + `
+if not v then` + check + gateIf(4) + `
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
 end
@@ -157,21 +166,145 @@ local nul = string.find(v, '\0', 1, true)
 if nul then v = string.sub(v, 1, nul - 1) end
 return {-1 - redis.call('PTTL', KEYS[1]), v}
 `
+}
+
+// The readers of a read-write lock (see RWMutex): on each node,
+// KEYS[1]..":readers", a sorted set of reader tokens scored by the node
+// time (ms) at which each reader's hold lapses unless it extends it. The
+// set's TTL is as long as its longest lease, so a set whose readers all
+// died disappears. A writer's key is the lock key itself, KEYS[1]; its
+// wait queue is the key's. Nodes grant a writer only where no reader's
+// lease is live, and a reader only where no writer holds the key and no
+// writer waits in the queue: so no node ever has a writer's key and a
+// live reader at once.
+//
+// readersLua defines readers(t): the live readers' longest lease left at
+// node time t (ms), 0 if none; it drops lapsed readers.
+const readersLua = `
+local function readers(t)
+	local r = KEYS[1] .. ':readers'
+	redis.call('ZREMRANGEBYSCORE', r, '-inf', t)
+	local last = redis.call('ZRANGE', r, -1, -1, 'WITHSCORES')[2]
+	if not last then return 0 end
+	return tonumber(last) - t
+end
+`
+
+// readersHolder is the holder a writer's refusal names when readers hold
+// the lock. Tokens never contain NUL, so no token is it.
+const readersHolder = "\x00readers"
+
+// readersIf is the free-key check of a writer's acquire: refused while
+// readers hold, keeping a queued writer's place (its waiter in ARGV[i..]).
+func readersIf(i int) string {
+	return `
+	if redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
+` + queueLua + readersLua + `
+		local left = readers(now())
+		if left > 0 then` + requeueIf(i) + `
+			return {-1 - left, '\0readers'}
+		end
+	end
+`
+}
+
+// readAcquireSrc adds a reader, or refreshes one (re-entry), where no
+// writer holds the key and no writer waits first in its queue.
+// ARGV[1] token, ARGV[2] value (unused: readers keep no metadata),
+// ARGV[3] ttl in ms.
+// Reply: 1 added; 2 the token was a live reader already (its lease
+// renewed); refused: acquireSrc's {−(PTTL + 1), writer's token}, or the
+// queue's {−(lease left + 1), '', first waiter}.
+const readAcquireSrc = queueLua + readersLua + `
+local v = redis.call('GET', KEYS[1])
+if v then
+	local nul = string.find(v, '\0', 1, true)
+	if nul then v = string.sub(v, 1, nul - 1) end
+	return {-1 - redis.call('PTTL', KEYS[1]), v}
+end
+local r = KEYS[1] .. ':readers'
+local t = now()
+readers(t)
+local mine = redis.call('ZSCORE', r, ARGV[1])
+if not mine and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+	local q, l = qkeys()
+	local h, left = head(q, l, t)
+	if h then return {-1 - left, '', h} end
+end
+local ttl = tonumber(ARGV[3])
+redis.call('ZADD', r, t + ttl, ARGV[1])
+if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+if mine then return 2 end
+return 1
+`
+
+// readExtendSrc renews a live reader's lease; it never re-adds a lapsed
+// one. ARGV[1] token, ARGV[2] ttl in ms.
+// Reply: 1 extended; 0 the reader is gone (its lease lapsed).
+const readExtendSrc = queueLua + `
+local r = KEYS[1] .. ':readers'
+local t = now()
+local s = redis.call('ZSCORE', r, ARGV[1])
+if not s or tonumber(s) <= t then return 0 end
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', r, t + ttl, ARGV[1])
+if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+return 1
+`
+
+// readReleaseSrc takes a reader out. With a cooldown its lease is set to
+// end cooldown ms from now instead, keeping writers out until then. The
+// last live reader to leave, with the key free, wakes the first waiter of
+// the key's queue (a writer), as releaseSrc does.
+// ARGV[1] token, ARGV[2] cooldown in ms (0: now), ARGV[3] the wake
+// channels' prefix ("": wake nobody).
+// Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
+// was gone.
+const readReleaseSrc = queueLua + readersLua + `
+local r = KEYS[1] .. ':readers'
+local t = now()
+local s = redis.call('ZSCORE', r, ARGV[1])
+if not s or tonumber(s) <= t then
+	redis.call('ZREM', r, ARGV[1])
+	return 0
+end
+local cooldown = tonumber(ARGV[2])
+if cooldown > 0 then
+	redis.call('ZADD', r, t + cooldown, ARGV[1])
+	if redis.call('PTTL', r) < cooldown then redis.call('PEXPIRE', r, cooldown) end
+	return 1
+end
+redis.call('ZREM', r, ARGV[1])
+if ARGV[3] ~= '' and readers(t) == 0 and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+	local q, l = qkeys()
+	local h = head(q, l, t)
+	if h then
+		wake(ARGV[3], h, ARGV[1])
+		return {1, h}
+	end
+end
+return 1
+`
 
 // queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
 // out, and reports the queue and the key.
 // ARGV[1] waiter ID, ARGV[2] ticket (0: leave), ARGV[3] lease ms.
-// Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key)}.
-// A waiter that leaves from the head of the queue while the key is free
+// Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key)};
+// where the key is free but readers hold (a read-write lock), the
+// readers' longest lease left stands for the PTTL. A waiter that leaves from the head of the queue while the key is free
 // publishes {ID, NUL, new head} on the key's release channel, as a release
 // does, so that the new head need not wait for its timer.
-var queueSrc = queueLua + `
+var queueSrc = queueLua + readersLua + `
 local q, l = qkeys()
 local t = now()
 local first = head(q, l, t)
 if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
+	local r = readers(t)
+	if r > 0 then pttl = r end
+end
 if ARGV[2] == '0' and first == ARGV[1] and h and pttl == -2 then
 	wake(ARGV[4], h, ARGV[1])
 end
@@ -287,10 +420,19 @@ end
 // acquireSrc's ARGV[4..6].
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-var acquireFencedSrc = fenceLua + `
+var acquireFencedSrc = acquireFencedScript("")
+
+// acquireWriteFencedSrc is acquireFencedSrc for a read-write lock's
+// writer, refused while readers hold, as acquireWriteSrc is.
+var acquireWriteFencedSrc = acquireFencedScript(readersIf(7))
+
+// acquireFencedScript is acquireFencedSrc with check run first where the
+// key is free.
+func acquireFencedScript(check string) string {
+	return fenceLua + `
 local v = redis.call('GET', KEYS[1])
 local code = 1
-if not v then` + gateIf(7) + `
+if not v then` + check + gateIf(7) + `
 else
 	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
 		code = 2
@@ -306,6 +448,7 @@ redis.call('SET', KEYS[2], string.format('%.0f', f))
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return {code, f}
 `
+}
 
 // multiLua defines free(), the check of a multi-key acquire: it returns
 // nil when no key (KEYS) is held by another token, with whether every key
@@ -417,18 +560,21 @@ redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1
 `
 
-// inspectSrc reads the key's value and PTTL, its fence counter, and its
-// wait queue (the places whose lease has not lapsed, and the first of them
-// among the first 64 by ticket), in one atomic step. It writes nothing: a
-// lapsed place stays until a script that writes drops it. KEYS[2] fence
-// key. Reply: {value or nil, PTTL, counter or nil, waiters, first waiter
-// or nil}.
+// inspectSrc reads the key's value and PTTL, its fence counter, its wait
+// queue (the places whose lease has not lapsed, and the first of them
+// among the first 64 by ticket) and its live readers (a read-write lock),
+// in one atomic step. It writes nothing: a lapsed place or reader stays
+// until a script that writes drops it. KEYS[2] fence key. Reply: {value
+// or nil, PTTL, counter or nil, waiters, first waiter or nil, readers}.
 const inspectSrc = `
-local waiting, first = 0, false
-local q, l = KEYS[1] .. ':queue', KEYS[1] .. ':lease'
+local waiting, first, readers = 0, false, 0
+local q, l, r = KEYS[1] .. ':queue', KEYS[1] .. ':lease', KEYS[1] .. ':readers'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', r) == 1 then
+	readers = redis.call('ZCOUNT', r, '(' .. now, '+inf')
+end
 if redis.call('EXISTS', q) == 1 then
-	local t = redis.call('TIME')
-	local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 	waiting = redis.call('ZCOUNT', l, '(' .. now, '+inf')
 	for _, id in ipairs(redis.call('ZRANGE', q, 0, 63)) do
 		if tonumber(redis.call('ZSCORE', l, id) or '0') > now then
@@ -437,7 +583,7 @@ if redis.call('EXISTS', q) == 1 then
 		end
 	end
 end
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), waiting, first}
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), waiting, first, readers}
 `
 
 // opKind names an operation; it indexes scripts.
@@ -470,10 +616,16 @@ type script struct {
 }
 
 // The scripts beyond one per op kind: a multi-key lock's acquires (an
-// acquire op with keys).
+// acquire op with keys), and a read-write lock's writer acquires and
+// reader ops (by the op's mode).
 const (
 	scriptAcquireMulti = opProclaim + 1 + iota
 	scriptAcquireMultiFenced
+	scriptAcquireWrite
+	scriptAcquireWriteFenced
+	scriptReadAcquire
+	scriptReadExtend
+	scriptReadRelease
 	scriptCount
 )
 
@@ -481,7 +633,9 @@ var scripts = func() [scriptCount]script {
 	var s [scriptCount]script
 	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
 		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc, opProclaim: proclaimSrc,
-		scriptAcquireMulti: acquireMultiSrc, scriptAcquireMultiFenced: acquireMultiFencedSrc} {
+		scriptAcquireMulti: acquireMultiSrc, scriptAcquireMultiFenced: acquireMultiFencedSrc,
+		scriptAcquireWrite: acquireWriteSrc, scriptAcquireWriteFenced: acquireWriteFencedSrc,
+		scriptReadAcquire: readAcquireSrc, scriptReadExtend: readExtendSrc, scriptReadRelease: readReleaseSrc} {
 		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
 	}
 	return s
@@ -496,6 +650,7 @@ type op struct {
 	kind              opKind
 	key, token, value string        // key: the lock key, or a multi-key lock's first key (Cluster routing)
 	keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
+	mode              lockMode      // a read-write lock's side: selects its scripts
 	ttl               time.Duration // TTL, or cooldown for release
 	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal; opProclaim: the term
 	quiet             bool          // opQueue: leave the queue
@@ -539,17 +694,38 @@ func newFenceWrite(key string, keys []string, token string, t int64) *op {
 	return &op{kind: opFenceWrite, key: key, keys: keys, token: token, fence: t}
 }
 
-// script is the op's script: its kind's, or a multi-key acquire's.
+// script is the op's script: its kind's, or the variant its keys or
+// mode ask for.
 func (o *op) script() script {
+	k := o.kind
 	switch {
-	case o.keys == nil:
-	case o.kind == opAcquire:
+	case o.keys != nil && k == opAcquire:
 		return scripts[scriptAcquireMulti]
-	case o.kind == opAcquireFenced:
+	case o.keys != nil && k == opAcquireFenced:
 		return scripts[scriptAcquireMultiFenced]
+	case o.mode == modeWrite && k == opAcquire:
+		return scripts[scriptAcquireWrite]
+	case o.mode == modeWrite && k == opAcquireFenced:
+		return scripts[scriptAcquireWriteFenced]
+	case o.mode == modeRead && k == opAcquire:
+		return scripts[scriptReadAcquire]
+	case o.mode == modeRead && k == opExtend:
+		return scripts[scriptReadExtend]
+	case o.mode == modeRead && k == opRelease:
+		return scripts[scriptReadRelease]
 	}
 	return scripts[o.kind]
 }
+
+// lockMode is what a lock's holder holds: the key (a mutex, or several
+// keys), or a read-write lock's write or read side.
+type lockMode uint8
+
+const (
+	modeMutex lockMode = iota
+	modeWrite          // a read-write lock's writer: the key, where no reader holds
+	modeRead           // a reader: an entry in the key's readers set
+)
 
 // encode builds the wire arguments: the one place that knows each script's
 // KEYS and ARGV layout (documented with the scripts above). It is called

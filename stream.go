@@ -424,7 +424,7 @@ func (s *stream) checkInfo(ctx context.Context, batch []call) {
 		}
 		if res := decode(c.o.kind, cmd); res.status == statusOK {
 			back := newOp(opRelease, c.o.key, c.o.token, "", 0)
-			back.keys = c.o.keys
+			back.keys, back.mode = c.o.keys, c.o.mode
 			back.encode()
 			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.nodeArgs(s.index)...)})
 		}
