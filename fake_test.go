@@ -820,7 +820,7 @@ func (n *fakeNode) read(ctx context.Context, o *op) result {
 	}
 	n.mu.Unlock()
 	if res.head != "" && wake != "" {
-		n.wake(wake, o.key, o.token, res.head)
+		n.wake(wake, o.key, readersLeft, res.head)
 	}
 	return res
 }

@@ -229,6 +229,14 @@ func (h *handoff) notice(_, payload string) {
 	if q == nil || q.holder != "" || token == q.lastReleased {
 		return // nobody waits, we hold it, or our own release, handled already
 	}
+	if token == readersLeft {
+		// The last reader of a read-write lock left one node. Each node's
+		// last reader may be another, so no token gathers a majority:
+		// each such notice wakes the waiter named (an attempt that finds
+		// readers left on a majority costs one refused round).
+		q.wakeNamed([]string{head}, 1, h.c.cfg.lease)
+		return
+	}
 	if q.notices == nil || len(q.notices) > 64 { // tokens are unique: forget old ones
 		q.notices = make(map[string][]string)
 	}

@@ -52,10 +52,7 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 		fakes[1].set(c.redisKey("c"), "other", time.Minute)
 		_, err = m.TryLock(ctx)
 		require.ErrorIs(t, err, ErrNotObtained)
-		var qerr *QuorumError
-		require.ErrorAs(t, err, &qerr)
-		require.ErrorIs(t, qerr.Nodes[0].Err, ErrHeld)
-		require.ErrorIs(t, qerr.Nodes[1].Err, ErrHeld)
+		requireRefusedAs(t, err, ErrHeld)
 		synctest.Wait() // the take-back of node 2's grant
 		require.Equal(t, [][]string{{"", "other", ""}, {"", "", "other"}, {"", "", ""}}, holders(fakes, c, "a", "b", "c"),
 			"a refused set left keys behind")

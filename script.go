@@ -255,7 +255,9 @@ return 1
 // readReleaseSrc takes a reader out. With a cooldown its lease is set to
 // end cooldown ms from now instead, keeping writers out until then. The
 // last live reader to leave, with the key free, wakes the first waiter of
-// the key's queue (a writer), as releaseSrc does.
+// the key's queue (a writer), as releaseSrc does, but in the name of all
+// readers (readersLeft for the token): each node's last reader may be
+// another, and the waiter's Client wakes it at each such notice.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: now), ARGV[3] the wake
 // channels' prefix ("": wake nobody).
 // Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
@@ -279,12 +281,16 @@ if ARGV[3] ~= '' and readers(t) == 0 and redis.call('EXISTS', KEYS[1]) == 0 and 
 	local q, l = qkeys()
 	local h = head(q, l, t)
 	if h then
-		wake(ARGV[3], h, ARGV[1])
+		wake(ARGV[3], h, '\1readers')
 		return {1, h}
 	end
 end
 return 1
 `
+
+// readersLeft stands for the released token in a notice that the last
+// reader left a node (see readReleaseSrc).
+const readersLeft = "\x01readers"
 
 // queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
 // out, and reports the queue and the key.

@@ -539,9 +539,10 @@ func faultsEvery(period time.Duration, fault func()) (stop func() int) {
 
 // holdRepeatedly is a chaos worker: until done reaches target or deadline
 // passes, it takes a lock with acquire (within 2 s), holds it 0–20 ms,
-// releases it, and hands record the lock and its holding (from Lock
-// returning to the earlier of Unlock and the end of its validity).
-func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who string, acquire func(context.Context) (*redlock.Lock, error), record func(*redlock.Lock, holding)) {
+// releases it, hands record the lock and its holding (from Lock returning
+// to the earlier of Unlock and the end of its validity), and rests for up
+// to rest before the next.
+func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who string, rest time.Duration, acquire func(context.Context) (*redlock.Lock, error), record func(*redlock.Lock, holding)) {
 	for done.Load() < int64(target) && time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		began := time.Now()
@@ -560,5 +561,8 @@ func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who stri
 		_ = l.Unlock(context.Background())
 		record(l, holding{worker: who, started: began, from: from, to: to, fence: l.Fence()})
 		done.Add(1)
+		if rest > 0 {
+			time.Sleep(rand.N(rest))
+		}
 	}
 }

@@ -253,7 +253,7 @@ func TestChaosMultiLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			holdRepeatedly(&done, target, deadline, who, m.Lock, func(l *redlock.Lock, h holding) {
+			holdRepeatedly(&done, target, deadline, who, 0, m.Lock, func(l *redlock.Lock, h holding) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, key := range l.Keys() {

@@ -130,7 +130,7 @@ func TestChaosSemaphore(t *testing.T) {
 		s := sems[w%len(sems)]
 		who := fmt.Sprintf("client%d/worker%d", w%len(sems), w)
 		wg.Go(func() {
-			holdRepeatedly(&done, target, deadline, who, s.Acquire, func(l *redlock.Lock, h holding) {
+			holdRepeatedly(&done, target, deadline, who, 0, s.Acquire, func(l *redlock.Lock, h holding) {
 				h.worker += " on " + l.Key()
 				mu.Lock()
 				defer mu.Unlock()
