@@ -29,7 +29,7 @@ import (
 // and CLIENT SETINFO on Redis 7.2 and later, whose refusal it ignores; AUTH
 // is always allowed.)
 const aclLine = "on >%s resetkeys ~redlock:* resetchannels &redlock:wake:* &redlock:{*}:leader -@all " +
-	"+evalsha +eval +get +set +pttl +pexpire +del +publish +exists +time +zadd +zrange +zscore +zrem +info +subscribe +unsubscribe +ping +hello"
+	"+evalsha +eval +get +set +pttl +pexpire +del +publish +exists +time +zadd +zrange +zscore +zrem +zcount +zremrangebyscore +info +subscribe +unsubscribe +ping +hello"
 
 // certs writes a CA and a server certificate for 127.0.0.1, signed by it,
 // into dir, and returns the CA pool for clients.
@@ -189,6 +189,39 @@ func TestTLSAndACL(t *testing.T) {
 		t.Fatal("the observer saw no leader")
 	}
 	if err := ld.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// A multi-key lock, a read-write lock's two sides, and Inspect.
+	m, err := a.MultiLock([]string{key + ":x", key + ":y"}, redlock.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml, err := m.TryLock(t.Context())
+	if err != nil {
+		t.Fatalf("multi-key lock: %v", err)
+	}
+	if err := ml.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rw, err := a.RWMutex(key, redlock.WithFencing())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rw.TryRLock(t.Context())
+	if err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	if _, err := rw.Inspect(t.Context()); err != nil {
+		t.Fatalf("inspect: %v", err)
+	}
+	if err := r.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rw.Lock(t.Context())
+	if err != nil {
+		t.Fatalf("writer: %v", err)
+	}
+	if err := w.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// The plain port, and a key outside redlock:*, are refused to the user.
