@@ -36,7 +36,7 @@ bench: redis-server
 # docs/performance.md). The hung-node benchmark is run for a fixed count:
 # each Unlock waits one node timeout.
 bench-go: redis-server
-	$(GO) test ./integration -run '^$$' -bench 'LockUnlock|Floor|VsFloor|Semaphore|MultiLock' -benchtime 3000x -count 6
+	$(GO) test ./integration -run '^$$' -bench 'LockUnlock|Floor|VsFloor|Semaphore|MultiLock|RWMutex' -benchtime 3000x -count 6
 	$(GO) test ./integration -run '^$$' -bench 'HungNode' -benchtime 200x -count 3
 	$(GO) test ./integration -run '^$$' -bench 'Handoff' -benchtime 2000x -count 5
 	$(GO) test . -run '^$$' -bench . -count 6

@@ -488,3 +488,45 @@ func BenchmarkMultiLock(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRWMutex: a read-write lock's cycles on 5 nodes beside the
+// mutex's: the write side (the mutex's script and a readers check), the
+// read side alone, and the read side while 8 other readers hold.
+func BenchmarkRWMutex(b *testing.B) {
+	nodes := StartNodes(b, 5)
+	c := newClient(b, Clients(b, nodes, nil))
+	ctx := context.Background()
+	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
+	for _, tc := range []struct {
+		name    string
+		write   bool
+		readers int
+	}{{"write", true, 0}, {"read", false, 0}, {"read/readers=8", false, 8}} {
+		b.Run(tc.name, func(b *testing.B) {
+			m, err := c.RWMutex(fmt.Sprintf("bench:%s:%d", tc.name, time.Now().UnixNano()), redlock.WithTTL(time.Hour))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range tc.readers {
+				if _, err := m.TryRLock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			take := m.RLock
+			if tc.write {
+				take = m.Lock
+			}
+			cycles(b, func(string) time.Duration {
+				start := time.Now()
+				l, err := take(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+				return time.Since(start)
+			})
+		})
+	}
+}

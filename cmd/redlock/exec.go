@@ -33,6 +33,8 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	grace := fs.Duration("grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL (default TTL/20)")
 	maxHold := fs.Duration("max-hold", 24*time.Hour, "give the lock up (as lost) after this long, at most 720h")
 	permits := fs.Int("permits", 0, "take one of N permits of semaphore KEY instead of the lock KEY: at most N run at once (1 to 128)")
+	read := fs.Bool("read", false, "take the read side of read-write lock KEY: many readers at once, no writer")
+	write := fs.Bool("write", false, "take the write side of read-write lock KEY: no reader, no other writer")
 	if status, ok := parseFlags(fs, args); !ok {
 		return status
 	}
@@ -49,8 +51,17 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 	if len(command) == 0 {
 		return usageError(stderr, name, "missing COMMAND after %s --", strings.Join(keys, " "))
 	}
-	if len(keys) > 1 && *permits != 0 {
-		return usageError(stderr, name, "--permits takes one KEY (the semaphore's name), not %d", len(keys))
+	modes := 0
+	for _, set := range []bool{*permits != 0, *read, *write} {
+		if set {
+			modes++
+		}
+	}
+	switch {
+	case modes > 1:
+		return usageError(stderr, name, "--permits, --read and --write exclude each other")
+	case modes == 1 && len(keys) > 1:
+		return usageError(stderr, name, "--permits, --read and --write take one KEY, not %d", len(keys))
 	}
 	if *wait < 0 {
 		return usageError(stderr, name, "--wait %v is negative", *wait)
@@ -102,6 +113,15 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 			return usageError(stderr, name, "%v", err)
 		}
 		tryOnce, waitFor = s.TryAcquire, s.Acquire
+	case *read || *write:
+		rw, err := c.RWMutex(key, lockOpts...)
+		if err != nil {
+			return usageError(stderr, name, "%v", err)
+		}
+		tryOnce, waitFor = rw.TryRLock, rw.RLock
+		if *write {
+			tryOnce, waitFor = rw.TryLock, rw.Lock
+		}
 	case len(keys) > 1: // every key or none
 		m, err := c.MultiLock(keys, lockOpts...)
 		if err != nil {

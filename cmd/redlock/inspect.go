@@ -34,6 +34,7 @@ type nodeReport struct {
 	Fence     uint64 `json:"fence,omitempty"`
 	Waiting   int    `json:"waiting,omitempty"`      // Lock calls queued for the key on this node
 	First     string `json:"first_waiter,omitempty"` // the first of them: its Client's ID, a dot, a number
+	Readers   int    `json:"readers,omitempty"`      // a read-write lock's (rw:NAME) live readers on this node
 	Error     string `json:"error,omitempty"`
 }
 
@@ -122,7 +123,7 @@ func report(key string, s *redlock.KeyState) inspectReport {
 	r := inspectReport{Key: key, Quorum: len(s.Nodes)/2 + 1}
 	for _, n := range s.Nodes {
 		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Holder: n.Holder, Metadata: n.Metadata, Fence: n.Fence,
-			Waiting: n.Waiting, First: n.FirstWaiter}
+			Waiting: n.Waiting, First: n.FirstWaiter, Readers: n.Readers}
 		if n.Err != nil {
 			nr.Error = n.Err.Error()
 		} else {
@@ -153,6 +154,9 @@ func printTable(w io.Writer, r inspectReport) {
 		reach, held, holder, pttl, fence, waiting := "yes", "no", "-", "-", "-", "-"
 		if !n.Reachable {
 			reach, held = "no", "-"
+		}
+		if n.Readers > 0 {
+			held = fmt.Sprintf("%d readers", n.Readers)
 		}
 		if n.Held {
 			held, holder = "yes", holderText(n.Holder, n.Metadata)
@@ -186,6 +190,8 @@ func printTable(w io.Writer, r inspectReport) {
 			left = "ever (no TTL)"
 		}
 		fmt.Fprintf(w, "HELD by a majority (%d needed of %d): %s, for %s more\n", r.Quorum, len(r.Nodes), holderText(r.Holder, r.Metadata), left)
+	case readNodes(r) >= r.Quorum:
+		fmt.Fprintf(w, "READ: readers hold on %d of %d nodes (%d needed)\n", readNodes(r), len(r.Nodes), r.Quorum)
 	case r.Reachable < r.Quorum:
 		fmt.Fprintf(w, "UNKNOWN: only %d of %d nodes answered, %d needed\n", r.Reachable, len(r.Nodes), r.Quorum)
 	default:
@@ -199,4 +205,15 @@ func holderText(holder, meta string) string {
 		return holder
 	}
 	return fmt.Sprintf("%s (%s)", holder, meta)
+}
+
+// readNodes counts the nodes where readers of a read-write lock hold.
+func readNodes(r inspectReport) int {
+	n := 0
+	for _, nr := range r.Nodes {
+		if nr.Readers > 0 {
+			n++
+		}
+	}
+	return n
 }

@@ -45,7 +45,9 @@ Usage:
   redlock exec [flags] KEY [KEY...] -- COMMAND [ARGS...]
       Acquire KEY on a majority of the nodes, run COMMAND while keeping the
       lock alive, release it when COMMAND exits, and exit with its status.
-      With several KEYs (and the "--"), lock all of them or none.
+      With several KEYs (and the "--"), lock all of them or none. With
+      --read or --write, take that side of read-write lock KEY (inspect
+      it as rw:KEY).
       With --permits N, take one of N permits of semaphore KEY instead:
       at most N run at once.
   redlock inspect [flags] KEY
