@@ -30,7 +30,7 @@ type NodeState struct {
 	// Readers is how many readers hold the read side of a read-write lock
 	// ([Client.RWMutex]) on this node (leases not lapsed).
 	Readers int
-	Err         error // the node's error; the other fields are then empty
+	Err     error // the node's error; the other fields are then empty
 }
 
 // KeyState is what every node says about a key, from [Client.Inspect].

@@ -181,14 +181,14 @@ func TestRWMutexBadInput(t *testing.T) {
 	fakes := newFakeNodes(3)
 	c := newTestClient(t, fakes)
 	for name, f := range map[string]func() error{
-		"empty name":  func() error { _, err := c.RWMutex(""); return err },
-		"long name":   func() error { _, err := c.RWMutex(strings.Repeat("x", maxKeyLen)); return err },
-		"client opt":  func() error { _, err := c.RWMutex("d", WithNodeTimeout(time.Second)); return err },
-		"recampaign":  func() error { _, err := c.RWMutex("d", WithRecampaign()); return err },
-		"tiny TTL":    func() error { _, err := c.RWMutex("d", WithTTL(time.Millisecond)); return err },
-		"nil Do":      func() error { m, _ := c.RWMutex("d"); return m.Do(t.Context(), nil) },
-		"nil RDo":     func() error { m, _ := c.RWMutex("d"); return m.RDo(t.Context(), nil) },
-		"bad token":   func() error { _, err := c.RWMutex("d", WithToken("a\x00b")); return err },
+		"empty name": func() error { _, err := c.RWMutex(""); return err },
+		"long name":  func() error { _, err := c.RWMutex(strings.Repeat("x", maxKeyLen)); return err },
+		"client opt": func() error { _, err := c.RWMutex("d", WithNodeTimeout(time.Second)); return err },
+		"recampaign": func() error { _, err := c.RWMutex("d", WithRecampaign()); return err },
+		"tiny TTL":   func() error { _, err := c.RWMutex("d", WithTTL(time.Millisecond)); return err },
+		"nil Do":     func() error { m, _ := c.RWMutex("d"); return m.Do(t.Context(), nil) },
+		"nil RDo":    func() error { m, _ := c.RWMutex("d"); return m.RDo(t.Context(), nil) },
+		"bad token":  func() error { _, err := c.RWMutex("d", WithToken("a\x00b")); return err },
 	} {
 		require.ErrorIs(t, f(), ErrInvalidArgument, name)
 	}

@@ -214,7 +214,7 @@ func readersIf(i int) string {
 // ARGV[3] ttl in ms.
 // Reply: 1 added; 2 the token was a live reader already (its lease
 // renewed); refused: acquireSrc's {−(PTTL + 1), writer's token}, or the
-// queue's {−(lease left + 1), '', first waiter}.
+// queue's {−(lease left + 1), ”, first waiter}.
 const readAcquireSrc = queueLua + readersLua + `
 local v = redis.call('GET', KEYS[1])
 if v then
