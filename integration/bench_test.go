@@ -145,6 +145,23 @@ func lockCycles(b *testing.B, c *redlock.Client) {
 	cycles(b, func(key string) time.Duration { return lockCycle(b, c, key) })
 }
 
+// takeCycles runs b's cycles of take and Unlock, with the context
+// Background (see cycles).
+func takeCycles(b *testing.B, take func(context.Context) (*redlock.Lock, error)) {
+	ctx := context.Background()
+	cycles(b, func(string) time.Duration {
+		start := time.Now()
+		l, err := take(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	})
+}
+
 // lockCycle locks and unlocks key, and returns how long that took.
 func lockCycle(b *testing.B, c *redlock.Client, key string) time.Duration {
 	ctx, start := context.Background(), time.Now()
@@ -439,20 +456,7 @@ func BenchmarkSemaphore(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cycle := make(latencies, 0, 1<<16)
-			b.ReportAllocs()
-			for b.Loop() {
-				start := time.Now()
-				l, err := s.Acquire(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				cycle = append(cycle, time.Since(start))
-			}
-			cycle.report(b, "cycle")
+			takeCycles(b, s.Acquire)
 		})
 	}
 }
@@ -462,7 +466,6 @@ func BenchmarkSemaphore(b *testing.B) {
 func BenchmarkMultiLock(b *testing.B) {
 	nodes := StartNodes(b, 5)
 	c := newClient(b, Clients(b, nodes, nil))
-	ctx := context.Background()
 	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
 	for _, n := range []int{2, 8, 32} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
@@ -474,17 +477,7 @@ func BenchmarkMultiLock(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cycles(b, func(string) time.Duration {
-				start := time.Now()
-				l, err := m.Lock(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			})
+			takeCycles(b, m.Lock)
 		})
 	}
 }
@@ -516,17 +509,7 @@ func BenchmarkRWMutex(b *testing.B) {
 			if tc.write {
 				take = m.Lock
 			}
-			cycles(b, func(string) time.Duration {
-				start := time.Now()
-				l, err := take(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			})
+			takeCycles(b, take)
 		})
 	}
 }

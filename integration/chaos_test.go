@@ -566,3 +566,43 @@ func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who stri
 		}
 	}
 }
+
+// readNodesEvery reads every node every period, through an admin client of
+// its own with 50 ms timeouts, until the returned stop is called: read
+// returns the violations one node's state shows, and ok false when the
+// node did not answer (paused or killed). stop returns how many reads
+// were answered and every violation found.
+func readNodesEvery(nodes []*Node, period time.Duration, read func(ctx context.Context, admin *redis.Client, node *Node) (violations []string, ok bool)) (stop func() (int, []string)) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	var reads int
+	var found []string
+	go func() {
+		defer close(done)
+		admins := make([]*redis.Client, len(nodes))
+		for i, n := range nodes {
+			admins[i] = redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
+			defer admins[i].Close()
+		}
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(period):
+			}
+			for i, a := range admins {
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				v, ok := read(ctx, a, nodes[i])
+				cancel()
+				if ok {
+					reads++
+					found = append(found, v...)
+				}
+			}
+		}
+	}()
+	return func() (int, []string) {
+		close(quit)
+		<-done
+		return reads, found
+	}
+}

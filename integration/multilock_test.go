@@ -233,17 +233,8 @@ func TestChaosMultiLock(t *testing.T) {
 	var done atomic.Int64
 	progress := make([]atomic.Int64, len(workerSets))
 	deadline := time.Now().Add(3 * time.Minute)
-	stop := make(chan struct{})
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
-	// The node reader: every node, every 5 ms, one atomic read of all keys.
-	var nodeViolations []string
-	var reads atomic.Int64
-	readerDone := make(chan struct{})
-	admins := make([]*redis.Client, len(nodes))
-	for i, n := range nodes {
-		admins[i] = redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
-		t.Cleanup(func() { _ = admins[i].Close() })
-	}
+	var nodeViolations []string // and holdings of the wrong set
 	var wg sync.WaitGroup
 	for w, set := range workerSets {
 		who := fmt.Sprintf("client%d/worker%d", w%len(clients), w)
@@ -266,35 +257,18 @@ func TestChaosMultiLock(t *testing.T) {
 			})
 		})
 	}
-	go func() {
-		defer close(readerDone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			for i, a := range admins {
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				values, ok := nodeValues(ctx, a, keys)
-				cancel()
-				if !ok {
-					continue // paused or killed
-				}
-				reads.Add(1)
-				if v := partialSets(nodes[i].Addr, keys, values, sets); len(v) > 0 {
-					mu.Lock()
-					nodeViolations = append(nodeViolations, v...)
-					mu.Unlock()
-				}
-			}
+	// The node reader: every node, every 5 ms, one atomic read of all keys.
+	stopReads := readNodesEvery(nodes, 5*time.Millisecond, func(ctx context.Context, admin *redis.Client, n *Node) ([]string, bool) {
+		values, ok := nodeValues(ctx, admin, keys)
+		if !ok {
+			return nil, false
 		}
-	}()
+		return partialSets(n.Addr, keys, values, sets), true
+	})
 	wg.Wait()
 	faults := stopFaults()
-	close(stop)
-	<-readerDone
-	v := slices.Clone(nodeViolations)
+	reads, partial := stopReads()
+	v := append(slices.Clone(nodeViolations), partial...)
 	for _, chk := range perKey {
 		v = append(v, chk.violations()...)
 	}
@@ -302,7 +276,7 @@ func TestChaosMultiLock(t *testing.T) {
 	for w := range workerSets {
 		per = append(per, fmt.Sprint(progress[w].Load()))
 	}
-	t.Logf("%d locks taken (per worker %s), %d node reads, %d faults, %d violations", done.Load(), strings.Join(per, "/"), reads.Load(), faults, len(v))
+	t.Logf("%d locks taken (per worker %s), %d node reads, %d faults, %d violations", done.Load(), strings.Join(per, "/"), reads, faults, len(v))
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}

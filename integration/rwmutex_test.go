@@ -267,39 +267,18 @@ func TestChaosRWMutex(t *testing.T) {
 	var done atomic.Int64
 	deadline := time.Now().Add(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
-	stop := make(chan struct{})
-	var nodeViolations []string
-	var nodeReads atomic.Int64
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		admins := make([]*redis.Client, len(nodes))
-		for i, n := range nodes {
-			admins[i] = redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
-			defer admins[i].Close()
+	// The node reader: every node, every 5 ms, one atomic read of the
+	// writer's key and the live readers.
+	stopReads := readNodesEvery(nodes, 5*time.Millisecond, func(ctx context.Context, admin *redis.Client, n *Node) ([]string, bool) {
+		both, err := writerAndReaders.Run(ctx, admin, []string{rwKey(name)}).Int64Slice()
+		if err != nil || len(both) != 2 {
+			return nil, false
 		}
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			for i, a := range admins {
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				both, err := writerAndReaders.Run(ctx, a, []string{rwKey(name)}).Int64Slice()
-				cancel()
-				if err != nil || len(both) != 2 {
-					continue // paused or killed
-				}
-				nodeReads.Add(1)
-				if both[0] == 1 && both[1] > 0 {
-					mu.Lock()
-					nodeViolations = append(nodeViolations, fmt.Sprintf("%s: a writer's key and %d live readers", nodes[i].Addr, both[1]))
-					mu.Unlock()
-				}
-			}
+		if both[0] == 1 && both[1] > 0 {
+			return []string{fmt.Sprintf("%s: a writer's key and %d live readers", n.Addr, both[1])}, true
 		}
-	}()
+		return nil, true
+	})
 	var wg sync.WaitGroup
 	for w := range 6 {
 		m := locks[w%len(locks)]
@@ -327,11 +306,10 @@ func TestChaosRWMutex(t *testing.T) {
 	}
 	wg.Wait()
 	faults := stopFaults()
-	close(stop)
-	<-readerDone
-	v := append(slices.Clone(nodeViolations), writers.violations()...)
+	nodeReads, v := stopReads()
+	v = append(v, writers.violations()...)
 	v = append(v, readerWithWriter(readers, writers.holdings)...)
-	t.Logf("%d reads and %d writes, %d node reads, %d faults, %d violations", reads.Load(), writes.Load(), nodeReads.Load(), faults, len(v))
+	t.Logf("%d reads and %d writes, %d node reads, %d faults, %d violations", reads.Load(), writes.Load(), nodeReads, faults, len(v))
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}
