@@ -123,12 +123,20 @@
 // waiting for another, so overlapping sets cannot deadlock.
 // docs/multilock.md has the guarantees.
 //
+// # Read-write locks
+//
+// [Client.RWMutex] lets many readers in at once, or one writer. The
+// writer is a lock on "rw:NAME" whose grant needs a majority of nodes with
+// no live reader; each reader has its own token and lease, granted where
+// no writer holds or waits. A waiting writer keeps new readers out, so
+// writers do not starve. docs/rwmutex.md has the guarantees.
+//
 // Errors are matched with [errors.Is] against [ErrNotObtained],
 // [ErrExpired], [ErrTakenOver], [ErrReleased], [ErrClosed],
 // [ErrInvalidArgument], [ErrUnusable] and [ErrNoLeader]; a [*QuorumError] (see
 // [errors.As]) tells which node answered what, with [ErrHeld] and
 // [ErrNodeRestarted] among the nodes' reasons.
 //
-// All methods of [Client], [Lock], [Election], [Leadership], [Semaphore]
-// and [MultiLock] are safe for concurrent use.
+// All methods of [Client], [Lock], [Election], [Leadership], [Semaphore],
+// [MultiLock] and [RWMutex] are safe for concurrent use.
 package redlock

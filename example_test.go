@@ -494,3 +494,54 @@ func ExampleMultiLock_TryLock() {
 	defer l.Unlock(context.Background())
 	fmt.Println("holding", l.Keys())
 }
+
+// Many processes serve from a catalog at once; a rebuild has it alone,
+// and keeps new readers out while it waits for those inside.
+func ExampleClient_RWMutex() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	catalog, err := c.RWMutex("catalog", redlock.WithTTL(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = catalog.RDo(context.Background(), func(ctx context.Context) error {
+		fmt.Println("serving from the catalog beside other readers")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = catalog.Do(context.Background(), func(ctx context.Context) error {
+		fmt.Println("rebuilding the catalog, alone")
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A reader that does not wait: while a writer holds or waits, it is
+// refused at once.
+func ExampleRWMutex_TryRLock() {
+	c, err := redlock.New(nodes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	catalog, err := c.RWMutex("catalog")
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := catalog.TryRLock(context.Background())
+	if errors.Is(err, redlock.ErrNotObtained) {
+		fmt.Println("the catalog is being rebuilt: serve the cached copy")
+		return
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Unlock(context.Background())
+	fmt.Println("reading the catalog")
+}

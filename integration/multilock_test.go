@@ -146,6 +146,44 @@ func TestMultiLockScript(t *testing.T) {
 		admins[i].Del(ctx, RedisKey(keys[0]), RedisKey(keys[1]), RedisKey(keys[2]))
 	}
 
+	// Fence counters far above any proposal on nodes 0 and 1: the token
+	// is the largest the nodes handed out, written back to every key's
+	// counter on a majority.
+	big := int64(1) << 50
+	admins[0].Set(ctx, RedisKey(keys[0])+":fence", big, 0)
+	admins[1].Set(ctx, RedisKey(keys[2])+":fence", big+5, 0)
+	wb, err := m.TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wb.Fence() <= uint64(big+5) {
+		t.Fatalf("fence %d, want above every key's counter (%d)", wb.Fence(), big+5)
+	}
+	agree := 0
+	for i := range nodes {
+		n := 0
+		for _, k := range keys {
+			if f, _ := admins[i].Get(ctx, RedisKey(k)+":fence").Uint64(); f == wb.Fence() {
+				n++
+			}
+		}
+		if n == len(keys) {
+			agree++
+		}
+	}
+	if agree < 2 {
+		t.Fatalf("the token %d is every key's counter on %d nodes, want a majority", wb.Fence(), agree)
+	}
+	if err := wb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < 3; i++ { // node 0 still has keys[1] held by another
+		waitUntil(t, 30*time.Second, "the release on every node", func() bool {
+			v, _ := nodeValues(ctx, admins[i], keys)
+			return slices.Equal(v, []string{"", "", ""})
+		})
+	}
+
 	// Node 1: a key of another type; node 0: a key held. Only node 2 can
 	// grant, and it takes its grant back.
 	admins[1].HSet(ctx, RedisKey(keys[2]), "f", "v")
