@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -243,4 +244,56 @@ func requireRefusedAs(t *testing.T, err error, reason error) {
 		}
 	}
 	require.GreaterOrEqual(t, n, qerr.Quorum, "nodes refusing with %v: %v", reason, err)
+}
+
+// TestCloseReleasesEveryKind: Close releases a multi-key lock's keys, a
+// reader's lease and a writer's key, ends a waiting RLock and a waiting
+// multi-key Lock with ErrClosed, and observers see each with its key.
+func TestCloseReleasesEveryKind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		var mu sync.Mutex
+		keys := map[string]bool{}
+		c, err := newClient([]node{fakes[0], fakes[1], fakes[2]}, []Option{WithObserver(func(e Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			keys[e.Key] = true
+		})})
+		require.NoError(t, err)
+		ctx := t.Context()
+		m, err := c.MultiLock([]string{"a", "b"})
+		require.NoError(t, err)
+		_, err = m.TryLock(ctx)
+		require.NoError(t, err)
+		rw, err := c.RWMutex("doc")
+		require.NoError(t, err)
+		_, err = rw.TryRLock(ctx)
+		require.NoError(t, err)
+		rw2, err := c.RWMutex("other")
+		require.NoError(t, err)
+		_, err = rw2.TryLock(ctx)
+		require.NoError(t, err)
+		waiting := make(chan error, 2)
+		go func() { _, err := m.Lock(context.Background()); waiting <- err }()
+		go func() { _, err := rw2.RLock(context.Background()); waiting <- err }()
+		synctest.Wait()
+		require.NoError(t, c.Close(ctx))
+		for range 2 {
+			require.ErrorIs(t, <-waiting, ErrClosed)
+		}
+		for i, f := range fakes {
+			for _, k := range []string{"a", "b", "rw:other"} {
+				_, held := f.value(c.redisKey(k))
+				require.False(t, held, "node %d still holds %s after Close", i, k)
+			}
+			f.mu.Lock()
+			require.Empty(t, f.readers[c.redisKey("rw:doc")], "node %d still has the reader", i)
+			f.mu.Unlock()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range []string{"a b", "rw:doc", "rw:other"} {
+			require.True(t, keys[k], "no event for %q", k)
+		}
+	})
 }
