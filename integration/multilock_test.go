@@ -206,8 +206,9 @@ func TestMultiLockScript(t *testing.T) {
 
 // TestMultiLockCheckerCanary: the scheme the multi-key lock does not use,
 // each key an ordinary lock taken one after the other, leaves a holder
-// that dies between two keys holding part of its set on every node. The
-// node checker must catch it.
+// that dies between two keys holding part of its set on every node that
+// granted the first (a majority at least). The node checker must catch it
+// on each.
 func TestMultiLockCheckerCanary(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	keys := keyNames(t, nodes, 2)
@@ -218,15 +219,19 @@ func TestMultiLockCheckerCanary(t *testing.T) {
 	}
 	// A dies here, before it locks keys[1].
 	var v []string
+	granted := 0 // TryLock returns at a majority: the last node may not have it
 	for i, n := range nodes {
 		values, ok := nodeValues(t.Context(), Admin(t, n), keys)
 		if !ok {
 			t.Fatalf("node %d did not answer", i)
 		}
+		if values[0] != "" {
+			granted++
+		}
 		v = append(v, partialSets(n.Addr, keys, values, sets)...)
 	}
-	if len(v) != len(nodes) {
-		t.Fatalf("the checker found %v, want A's partial set on each of %d nodes", v, len(nodes))
+	if granted < 2 || len(v) != granted {
+		t.Fatalf("the checker found %v, want A's partial set on each of the %d nodes that hold its first key", v, granted)
 	}
 	t.Logf("caught: %s", v[0])
 }

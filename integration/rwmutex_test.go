@@ -209,6 +209,13 @@ func TestRWMutexCheckerCanary(t *testing.T) {
 	}
 	wFrom := time.Now()
 	admins := []*redis.Client{Admin(t, nodes[0]), Admin(t, nodes[1]), Admin(t, nodes[2])}
+	// Lock returns at a majority: wait for the last node's grant, so
+	// that the writer still holds nodes 0 and 1 once node 2 loses it.
+	for i, a := range admins {
+		waitUntil(t, 30*time.Second, fmt.Sprintf("the writer's key on node %d", i), func() bool {
+			return a.Exists(ctx, rwKey(name)).Val() == 1
+		})
+	}
 	admins[2].Del(ctx, rwKey(name)) // node 2 lost the writer's key
 	// The unsound reader asks node 2 only: no writer there, so it is in.
 	if admins[2].Exists(ctx, rwKey(name)).Val() != 0 {
