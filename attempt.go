@@ -51,14 +51,26 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	if err != nil {
 		return nil, err
 	}
+	return c.tryLock(ctx, c.target(key), &lc)
+}
+
+// tryLock makes one attempt at t: TryLock's, and a multi-key or
+// read-write lock's.
+func (c *Client) tryLock(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	l, qerr := c.attempt(ctx, c.target(key), &lc, 1, nil)
+	l, qerr := c.attempt(ctx, t, lc, 1, nil)
 	if qerr != nil {
 		return nil, qerr
 	}
 	return l, nil
+}
+
+// lockUnqueued waits for t without a place in a wait queue (a multi-key
+// lock, a reader): attempts, paced by retrying.
+func (c *Client) lockUnqueued(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
+	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, t, lc, n, nil) })
 }
 
 // lock is Lock's loop. Each try is an attempt or, for a queued Lock that
@@ -161,6 +173,36 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 			return giveUp(err)
 		}
 		attemptNext = woken
+	}
+}
+
+// retrying runs try (given the attempt's number) until it succeeds, fails
+// for good (ctx ended, or no majority possible) or the retry strategy
+// gives up, sleeping between tries as the strategy says, never longer than
+// the failure's retryAfter.
+func (c *Client) retrying(ctx context.Context, lc *lockConfig, try func(n int) (*Lock, *QuorumError)) (*Lock, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	for n := 1; ; n++ {
+		l, qerr := try(n)
+		if qerr == nil {
+			return l, nil
+		}
+		if qerr.cause != nil || qerr.unusable {
+			return nil, qerr
+		}
+		d, ok := lc.retry(n)
+		if !ok {
+			return nil, qerr
+		}
+		if qerr.retryAfter > 0 {
+			d = min(d, qerr.retryAfter)
+		}
+		if _, err := c.wait(ctx, nil, d); err != nil {
+			qerr.cause = err // ctx's error, or ErrClosed
+			return nil, qerr
+		}
 	}
 }
 

@@ -283,16 +283,11 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	if o.mode == modeRead && o.kind != opInspect && o.kind != opQueue {
 		return n.read(ctx, o)
 	}
-	if o.mode == modeWrite && (o.kind == opAcquire || o.kind == opAcquireFenced) {
-		if res, ok := n.readersHold(o); ok {
-			return res
-		}
-	}
 	switch o.kind {
 	case opAcquire:
-		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl, o.place))
+		return n.reportRunID(o, n.acquire(o.key, o.token, o.value, o.ttl, o.place, o.mode == modeWrite))
 	case opAcquireFenced:
-		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl, o.fence, o.place))
+		return n.reportRunID(o, n.acquireFenced(o.key, o.token, o.value, o.ttl, o.fence, o.place, o.mode == modeWrite))
 	case opQueue:
 		return n.queue(o)
 	case opFenceWrite:
@@ -329,7 +324,7 @@ func (n *fakeNode) restart() {
 // acquireFenced is acquireFencedSrc: acquire, and on a grant set the fence
 // counter to the proposal when that is larger, or else advance it to the
 // next value ≡ the node's index (mod 64).
-func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, proposal int64, p *place) result {
+func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, proposal int64, p *place, write bool) result {
 	n.fenceMu.Lock() // one script at a time, like Redis
 	defer n.fenceMu.Unlock()
 	n.mu.Lock()
@@ -351,7 +346,7 @@ func (n *fakeNode) acquireFenced(key, token, value string, ttl time.Duration, pr
 		}
 		return result{err: errors.New("FENCE redlock: fence counter would pass 2^53")}
 	}
-	res := n.acquire(key, token, value, ttl, p)
+	res := n.acquire(key, token, value, ttl, p, write)
 	if res.ok() {
 		n.set(fenceKey(key), fmt.Sprint(f), -1)
 		res.fence = f
@@ -399,7 +394,9 @@ func (n *fakeNode) counter(key string) (int64, bool) {
 	return c, err == nil && c >= 0
 }
 
-func (n *fakeNode) acquire(key, token, value string, ttl time.Duration, p *place) result {
+// acquire is acquireSrc, or for a read-write lock's writer (write)
+// acquireWriteSrc: refused where the key is free but readers hold.
+func (n *fakeNode) acquire(key, token, value string, ttl time.Duration, p *place, write bool) result {
 	n.mu.Lock()
 	gate := n.acqGate
 	n.mu.Unlock()
@@ -416,6 +413,11 @@ func (n *fakeNode) acquire(key, token, value string, ttl time.Duration, p *place
 	}
 	e, ok := n.get(key)
 	switch {
+	case !ok && write && n.readersLeft(key) > 0:
+		if p != nil {
+			n.enqueue(key, p) // a queued writer keeps its place
+		}
+		return result{status: statusHeld, pttl: n.readersLeft(key), value: readersHolder}
 	case !ok:
 		if refused := n.queueGate(key, p); refused != nil {
 			return *refused
@@ -730,29 +732,6 @@ func (n *fakeNode) readersLeft(key string) time.Duration {
 		}
 	}
 	return left
-}
-
-// readersHold is a writer acquire's readers check (readersIf): where the
-// key is free and readers hold, the refusal (keeping a queued writer's
-// place), and true.
-func (n *fakeNode) readersHold(o *op) (result, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if _, held := n.get(o.key); held {
-		return result{}, false
-	}
-	left := n.readersLeft(o.key)
-	if left <= 0 {
-		return result{}, false
-	}
-	if err := n.err; err != nil {
-		return result{err: err}, true
-	}
-	if o.place != nil {
-		n.enqueue(o.key, o.place)
-	}
-	n.calls.Add(1)
-	return result{status: statusHeld, pttl: left, value: readersHolder, runID: n.runID}, true
 }
 
 // read runs a reader's op with the semantics of readAcquireSrc,

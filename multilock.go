@@ -127,14 +127,7 @@ func (m *MultiLock) Keys() []string { return m.t.given() }
 // TryLock makes exactly one attempt to lock every key. On failure the
 // error is a [*QuorumError] matching [ErrNotObtained].
 func (m *MultiLock) TryLock(ctx context.Context) (*Lock, error) {
-	if err := m.c.checkOpen(); err != nil {
-		return nil, err
-	}
-	l, qerr := m.c.attempt(ctx, m.t, &m.lc, 1, nil)
-	if qerr != nil {
-		return nil, qerr
-	}
-	return l, nil
+	return m.c.tryLock(ctx, m.t, &m.lc)
 }
 
 // Lock locks every key, waiting as long as ctx allows: after a refused
@@ -147,41 +140,10 @@ func (m *MultiLock) Lock(ctx context.Context) (*Lock, error) {
 }
 
 func (m *MultiLock) lock(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	c := m.c
 	if m.t.rkeys == nil {
-		return c.lock(ctx, m.t, lc)
+		return m.c.lock(ctx, m.t, lc)
 	}
-	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, m.t, lc, n, nil) })
-}
-
-// retrying runs try (given the attempt's number) until it succeeds, fails
-// for good (ctx ended, or no majority possible) or the retry strategy
-// gives up, sleeping between tries as the strategy says, never longer than
-// the failure's retryAfter.
-func (c *Client) retrying(ctx context.Context, lc *lockConfig, try func(n int) (*Lock, *QuorumError)) (*Lock, error) {
-	if err := c.checkOpen(); err != nil {
-		return nil, err
-	}
-	for n := 1; ; n++ {
-		l, qerr := try(n)
-		if qerr == nil {
-			return l, nil
-		}
-		if qerr.cause != nil || qerr.unusable {
-			return nil, qerr
-		}
-		d, ok := lc.retry(n)
-		if !ok {
-			return nil, qerr
-		}
-		if qerr.retryAfter > 0 {
-			d = min(d, qerr.retryAfter)
-		}
-		if _, err := c.wait(ctx, nil, d); err != nil {
-			qerr.cause = err // ctx's error, or ErrClosed
-			return nil, qerr
-		}
-	}
+	return m.c.lockUnqueued(ctx, m.t, lc)
 }
 
 // Do locks every key (waiting as Lock does), runs fn while the lock is

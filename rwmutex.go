@@ -67,7 +67,7 @@ func (m *RWMutex) lock(ctx context.Context, lc *lockConfig) (*Lock, error) {
 
 // TryLock makes one attempt at the write side, as [Client.TryLock] does.
 func (m *RWMutex) TryLock(ctx context.Context) (*Lock, error) {
-	return m.try(ctx, m.w)
+	return m.c.tryLock(ctx, m.w, &m.lc)
 }
 
 // RLock takes the read side, waiting as long as ctx allows: after a
@@ -80,26 +80,14 @@ func (m *RWMutex) RLock(ctx context.Context) (*Lock, error) {
 }
 
 func (m *RWMutex) rlock(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	c := m.c
-	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, m.r, lc, n, nil) })
+	return m.c.lockUnqueued(ctx, m.r, lc)
 }
 
 // TryRLock makes one attempt at the read side. On failure the error is a
 // [*QuorumError] matching [ErrNotObtained]: a node's reason is [ErrHeld]
 // where a writer holds, [ErrQueued] where a writer waits.
 func (m *RWMutex) TryRLock(ctx context.Context) (*Lock, error) {
-	return m.try(ctx, m.r)
-}
-
-func (m *RWMutex) try(ctx context.Context, t target) (*Lock, error) {
-	if err := m.c.checkOpen(); err != nil {
-		return nil, err
-	}
-	l, qerr := m.c.attempt(ctx, t, &m.lc, 1, nil)
-	if qerr != nil {
-		return nil, qerr
-	}
-	return l, nil
+	return m.c.tryLock(ctx, m.r, &m.lc)
 }
 
 // Do takes the write side (waiting as Lock does), runs fn while it is

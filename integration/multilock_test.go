@@ -360,12 +360,5 @@ func TestMultiLockReleaseWakes(t *testing.T) {
 	if err := held.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiter was not woken by the set's release")
-	}
+	awaitNil(t, got, "the waiter was not woken by the set's release")
 }
