@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -60,10 +61,37 @@ func dockerReachable() error {
 }
 
 // startContainer starts one redis-server container on a free loopback
-// port of the host's network and waits until it accepts connections.
+// port of the host's network and waits until it accepts connections. A
+// container whose port another process took in between exits without
+// that log line; it is removed and another port tried, up to 3 times.
 func startContainer(t testing.TB) *Node {
 	t.Helper()
-	port := freePort(t)
+	var errs []error
+	for range 3 {
+		port := freePort(t)
+		ctr, err := runContainer(t, port)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		cli, err := testcontainers.NewDockerClientWithOpts(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cli.Close() })
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), ctr: ctr, docker: cli}
+		startedMu.Lock()
+		started = append(started, n)
+		startedMu.Unlock()
+		return n
+	}
+	t.Fatalf("start a %s container: %v", redisImage(), errors.Join(errs...))
+	return nil
+}
+
+// runContainer starts the container for startContainer; it is removed when
+// the test ends, or at once if it did not start.
+func runContainer(t testing.TB, port int) (testcontainers.Container, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	req := testcontainers.GenericContainerRequest{
@@ -81,20 +109,14 @@ func startContainer(t testing.TB) *Node {
 		Started: true,
 	}
 	ctr, err := testcontainers.GenericContainer(ctx, req)
+	if err != nil {
+		if ctr != nil {
+			_ = ctr.Terminate(context.WithoutCancel(ctx))
+		}
+		return nil, err
+	}
 	testcontainers.CleanupContainer(t, ctr)
-	if err != nil {
-		t.Fatalf("start a %s container: %v", redisImage(), err)
-	}
-	cli, err := testcontainers.NewDockerClientWithOpts(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
-	n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), ctr: ctr, docker: cli}
-	startedMu.Lock()
-	started = append(started, n)
-	startedMu.Unlock()
-	return n
+	return ctr, nil
 }
 
 func (n *Node) dockerKill(t testing.TB) {
