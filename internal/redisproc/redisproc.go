@@ -159,7 +159,7 @@ func (s *Server) start(port int) error {
 	return nil
 }
 
-// waitReady waits until the server answers on its address, and checks
+// waitReady waits until the server answers PING on its address, and checks
 // that the server answering is this one (process pid): when another server
 // took the port between picking and binding it, this one fails to bind and
 // exits, and a bare PING would have been answered by the other.
@@ -172,11 +172,15 @@ func (s *Server) waitReady(pid int, limit time.Duration) error {
 		default:
 		}
 		got, err := ProcessID(s.Addr)
-		switch {
-		case err == nil && got == pid:
-			return nil
-		case err == nil:
+		if err == nil && got != pid {
 			return fmt.Errorf("%w: %s is served by process %d, not by the server started (process %d)", ErrPortTaken, s.Addr, got, pid)
+		}
+		if err == nil {
+			err = Ping(s.Addr) // ready as before: PING refuses while a dataset loads
+		}
+		switch {
+		case err == nil:
+			return nil
 		case time.Now().After(deadline):
 			return fmt.Errorf("no answer from %s: %v; output: %s", s.Addr, err, s.out.String())
 		}
