@@ -218,7 +218,10 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 //
 // ctx must not be done: a cancelled context sends nothing. To release in a
 // defer after the work's context may have been cancelled, pass
-// context.WithoutCancel(ctx).
+// context.WithoutCancel(ctx). Once sent, the releases do not depend on
+// ctx: when ctx ends during Unlock, or right after it returns, Unlock
+// stops waiting, but each node still gets its release (within the node
+// timeout).
 func (l *Lock) Unlock(ctx context.Context) error { return l.release(ctx, 0) }
 
 // UnlockAfter releases the lock but keeps other tokens out for cooldown
@@ -264,10 +267,13 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// taken over and expired differ). The rest are handled as they come:
 	// each node's stream sends this Client's later calls after the release,
 	// so a re-Lock of the key by this Client cannot find it still there.
+	// The calls are detached from ctx: a caller that cancels ctx as soon as
+	// Unlock returns (defer cancel()) would otherwise drop the releases
+	// still queued for the slower nodes, whose keys stayed until their TTL.
 	start := time.Now()
 	o := l.op(opRelease, l.token, "", cooldown)
 	o.wake = c.hand.wakeArg
-	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won})
+	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
 	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
 	for j, res := range r.results {
 		if res.answered {
