@@ -90,7 +90,8 @@ func (l *Lock) validUntil() time.Time {
 // which then starts from the moment Extend was called, and returns as soon
 // as that majority answered; a failing Extend waits for every node (at most
 // the node timeout) to tell why. Extend never re-creates a key that has
-// expired.
+// expired. As with Unlock, a done ctx sends nothing, and once sent the
+// calls do not depend on ctx: each node gets its extension.
 //
 // On failure the error is a [*QuorumError] matching [ErrTakenOver] or
 // [ErrExpired], after which the lock has ended (see [Lock.Done]), or
@@ -114,8 +115,11 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.serial.Unlock()
 	start := time.Now()
-	// On failure, hear every node: taken over and expired differ.
-	r := c.send(ctx, request{op: l.op(opExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
+	// On failure, hear every node: taken over and expired differ. Detached,
+	// as Unlock's releases are: a node whose extension was dropped because
+	// the caller cancelled ctx right after a majority answered would keep
+	// the old expiry, and the lock would survive one node fewer.
+	r := c.send(ctx, request{op: l.op(opExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
 	end := time.Now()
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {

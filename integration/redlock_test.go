@@ -397,17 +397,17 @@ func TestCancelledAttemptReleases(t *testing.T) {
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
 
-// TestUnlockThenCancelReleasesEveryNode: Unlock returns at a majority, and
-// a caller that cancels its context at once (defer cancel() after Unlock)
-// must not stop the releases still queued for slower nodes. Node 2 answers
-// through a proxy that delays its replies by a second; an Extend that node
-// 2 has run (its PTTL shows it) waits there for its reply, so node 2's
-// release queues behind it in the node's stream, and is still queued when
-// Unlock returns and the caller cancels. It must still be sent: before
-// releases were detached from the caller's context, it was dropped and
-// node 2 kept the key until its TTL (the command's exec tests caught it
-// as "1 nodes still hold the key" under load).
-func TestUnlockThenCancelReleasesEveryNode(t *testing.T) {
+// TestCancelAfterMajorityReachesEveryNode: Extend and Unlock return at a
+// majority, and a caller that cancels its context at once (defer cancel())
+// must not stop the calls still queued for slower nodes. Node 2 answers
+// through a proxy that delays its replies by a second, so each of its
+// calls waits in the node's stream behind the reply to the one before
+// (the test waits until node 2 has run that one: its PTTL shows it).
+// Before these calls were detached from the caller's context, the queued
+// ones were dropped: node 2 kept the old expiry, and kept the key after
+// Unlock until its TTL (the command's exec tests caught it as "1 nodes
+// still hold the key" under load).
+func TestCancelAfterMajorityReachesEveryNode(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	key := UniqueKey(t, nodes)
 	proxies := ProxyNodes(t, nodes)
@@ -416,17 +416,24 @@ func TestUnlockThenCancelReleasesEveryNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "node 2 to hold the key", func() bool {
-		return Admin(t, nodes[2]).Exists(t.Context(), RedisKey(key)).Val() == 1
-	})
+	node2 := Admin(t, nodes[2])
+	pttlAbove := func(d time.Duration) func() bool {
+		return func() bool { return node2.PTTL(t.Context(), RedisKey(key)).Val() > d }
+	}
+	waitUntil(t, 10*time.Second, "node 2 to hold the key", pttlAbove(0))
 	proxies[2].Latency(t, 1000, 0)
 	if err := l.Extend(t.Context(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "node 2 to run the Extend", func() bool {
-		return Admin(t, nodes[2]).PTTL(t.Context(), RedisKey(key)).Val() > time.Minute
-	})
+	waitUntil(t, 10*time.Second, "node 2 to run the first Extend", pttlAbove(time.Minute))
 	ctx, cancel := context.WithCancel(t.Context())
+	err = l.Extend(ctx, 3*time.Minute)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "node 2 to run the Extend cancelled after it returned", pttlAbove(2*time.Minute))
+	ctx, cancel = context.WithCancel(t.Context())
 	err = l.Unlock(ctx)
 	cancel()
 	if err != nil {
