@@ -357,7 +357,12 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		o.kind, o.fence = opAcquireFenced, c.propose()
 	}
 	o.place = a.place
-	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge}
+	// Detached, as Unlock's releases are: a caller that cancels ctx as soon
+	// as a majority granted (a wait with a timeout) would otherwise drop the
+	// grants still queued for the slower nodes, and the lock would survive
+	// one node fewer. Grants that come after a failed attempt are taken
+	// back (refuse), as before.
+	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge, detach: true}
 	a.start = time.Now()
 	a.r = c.send(ctx, req)
 	a.won = a.r.tally.won()

@@ -215,7 +215,11 @@ var fakeYield = flag.Bool("fakeyield", false, "fake nodes yield a random number 
 
 func (n *fakeNode) start(c call) {
 	go func() {
-		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+		base := c.ctx
+		if c.detached { // as the stream: sent whatever becomes of c.ctx (fakes read no values)
+			base = context.Background()
+		}
+		ctx, cancel := context.WithDeadline(base, c.deadline)
 		defer cancel()
 		if *fakeYield {
 			for range rand.IntN(3000) {

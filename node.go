@@ -165,7 +165,7 @@ func (n *redisNode) start(c call) {
 
 // route sends a call to the stream of the master that owns its key.
 func (n *redisNode) route(c call) {
-	master, err := n.cluster.MasterForKey(c.ctx, c.o.key)
+	master, err := n.cluster.MasterForKey(c.sendCtx(), c.o.key)
 	if err != nil {
 		c.r.deliver(c.i, result{err: err})
 		return

@@ -51,9 +51,9 @@ type request struct {
 	// move every reply to the heap.
 	judge func(i int, r result) result
 	timed bool // record each reply's latency, for observers
-	// detach sends the calls on a context without ctx's cancellation (each
-	// still ends at the node timeout): the round returns when ctx ends, but
-	// its calls go out. A release that returned at a majority must still
+	// detach sends the calls whatever becomes of ctx (each still ends at
+	// the node timeout): the round returns when ctx ends, but its calls go
+	// out. A release that returned at a majority must still
 	// reach the other nodes when the caller cancels its context next.
 	detach bool
 }
@@ -111,12 +111,8 @@ func fanOut(ctx context.Context, req request) *round {
 		r.latency = make([]time.Duration, n)
 	}
 	deadline := start.Add(req.timeout)
-	callCtx := ctx
-	if req.detach && ctx.Done() != nil { // a context that cannot be cancelled needs no detaching
-		callCtx = context.WithoutCancel(ctx)
-	}
 	for i, nd := range req.nodes {
-		nd.start(call{ctx: callCtx, deadline: deadline, o: req.op, i: i, r: r})
+		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r, detached: req.detach})
 	}
 	var expired <-chan time.Time
 	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) && (req.settled == nil || !req.settled(r.results)) {

@@ -24,9 +24,10 @@ import (
 //
 // Nothing is sent twice: every command is marked no-retry (see noRetry),
 // and go-redis does not retry a pipeline that holds one. A call whose
-// context ended while it was queued (its round's deadline passed, behind a
-// node that hangs) is dropped, not sent: it is answered with errNotSent and
-// can have left nothing on the node.
+// deadline passed while it was queued (behind a node that hangs), or whose
+// context ended unless the call is detached (acquire, extend and release
+// calls are: see request.detach), is dropped, not sent: it is answered
+// with errNotSent and can have left nothing on the node.
 
 // streamIdle is how long an idle writer waits for more calls before it
 // ends (and gives its connection back to the go-redis pool). A writer
@@ -47,25 +48,39 @@ const streamConnAge = 4 * time.Second
 var errNotSent = errors.New("not sent")
 
 // call is one node call: op o for round r, in which the node has index i,
-// to be sent before deadline and while ctx lasts.
+// to be sent before deadline and while ctx lasts; a detached call is sent
+// whenever it is before deadline, whatever becomes of ctx (see
+// request.detach).
 type call struct {
 	ctx      context.Context
 	deadline time.Time
 	o        *op
 	i        int
 	r        *round
+	detached bool
 }
 
 // ended reports whether the call may no longer be sent.
-func (c *call) ended() bool { return c.ctx.Err() != nil || !time.Now().Before(c.deadline) }
+func (c *call) ended() bool {
+	return (!c.detached && c.ctx.Err() != nil) || !time.Now().Before(c.deadline)
+}
 
 // notSent is the error of a call that ended before it was sent.
 func (c *call) notSent() error {
 	err := c.ctx.Err()
-	if err == nil {
+	if err == nil || c.detached {
 		err = context.DeadlineExceeded
 	}
 	return fmt.Errorf("%w: %w", errNotSent, err)
+}
+
+// sendCtx is the context for work done to send the call: ctx, without its
+// cancellation for a detached call.
+func (c *call) sendCtx() context.Context {
+	if c.detached {
+		return context.WithoutCancel(c.ctx)
+	}
+	return c.ctx
 }
 
 // stream is one node's ordered, batched command stream.

@@ -397,19 +397,20 @@ func TestCancelledAttemptReleases(t *testing.T) {
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
 
-// TestCancelAfterMajorityReachesEveryNode: Extend and Unlock return at a
-// majority, and a caller that cancels its context at once (defer cancel())
-// must not stop the calls still queued for slower nodes. Node 2 answers
-// through a proxy that delays its replies by a second, so each of its
-// calls waits in the node's stream behind the reply to the one before
-// (the test waits until node 2 has run that one: its PTTL shows it).
+// TestCancelAfterMajorityReachesEveryNode: Lock, Extend and Unlock return
+// at a majority, and a caller that cancels its context at once (a wait
+// with a timeout, or defer cancel()) must not stop the calls still queued
+// for slower nodes. Node 2 answers through a proxy that delays its replies
+// by a second, so each of its calls waits in the node's stream behind the
+// reply to the one before (the test waits until node 2 has run that one).
 // Before these calls were detached from the caller's context, the queued
-// ones were dropped: node 2 kept the old expiry, and kept the key after
-// Unlock until its TTL (the command's exec tests caught it as "1 nodes
-// still hold the key" under load).
+// ones were dropped: node 2 never got the second lock, kept the old expiry
+// after the Extend, and kept the key after Unlock until its TTL (the
+// command's exec tests caught the last as "1 nodes still hold the key"
+// under load).
 func TestCancelAfterMajorityReachesEveryNode(t *testing.T) {
 	nodes := StartNodes(t, 3)
-	key := UniqueKey(t, nodes)
+	key, other := UniqueKey(t, nodes), UniqueKey(t, nodes)
 	proxies := ProxyNodes(t, nodes)
 	c := newClient(t, Clients(t, Reach(proxies), nil), redlock.WithTTL(time.Minute))
 	l, err := c.TryLock(t.Context(), key)
@@ -417,22 +418,32 @@ func TestCancelAfterMajorityReachesEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	node2 := Admin(t, nodes[2])
-	pttlAbove := func(d time.Duration) func() bool {
+	pttlAbove := func(key string, d time.Duration) func() bool {
 		return func() bool { return node2.PTTL(t.Context(), RedisKey(key)).Val() > d }
 	}
-	waitUntil(t, 10*time.Second, "node 2 to hold the key", pttlAbove(0))
+	waitUntil(t, 10*time.Second, "node 2 to hold the key", pttlAbove(key, 0))
 	proxies[2].Latency(t, 1000, 0)
 	if err := l.Extend(t.Context(), 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "node 2 to run the first Extend", pttlAbove(time.Minute))
+	waitUntil(t, 10*time.Second, "node 2 to run the first Extend", pttlAbove(key, time.Minute))
+
 	ctx, cancel := context.WithCancel(t.Context())
+	l2, err := c.Lock(ctx, other)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "node 2 to run the Lock cancelled after it returned", pttlAbove(other, 0))
+
+	ctx, cancel = context.WithCancel(t.Context())
 	err = l.Extend(ctx, 3*time.Minute)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "node 2 to run the Extend cancelled after it returned", pttlAbove(2*time.Minute))
+	waitUntil(t, 10*time.Second, "node 2 to run the Extend cancelled after it returned", pttlAbove(key, 2*time.Minute))
+
 	ctx, cancel = context.WithCancel(t.Context())
 	err = l.Unlock(ctx)
 	cancel()
@@ -440,6 +451,9 @@ func TestCancelAfterMajorityReachesEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEmpty(t, nodes, key, 20*time.Second)
+	if err := l2.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestNoScript: after SCRIPT FLUSH every operation still works.
