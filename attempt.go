@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -123,6 +124,9 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 			}
 			if attemptNext = f.r == nil; !attemptNext {
 				tries++
+				if err := ctx.Err(); err != nil && last.valid() && silent(f.r.results) {
+					return giveUp(err) // cut short: the try before says more
+				}
 				last = f
 			}
 		}
@@ -130,6 +134,9 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 			l, e := c.attempt(ctx, t, lc, tries+1, w)
 			if e == nil {
 				return l, nil
+			}
+			if e.cause != nil && last.valid() && silentNodes(e) {
+				return giveUp(e.cause) // cut short: the try before says more
 			}
 			last = failure{qerr: e, hint: e.retryAfter}
 			if e.cause != nil || e.unusable {
@@ -174,6 +181,37 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 		}
 		attemptNext = woken
 	}
+}
+
+// silent reports whether a round's results heard no node: every one is an
+// error of a context's end (the caller's, or the node timeout's), as when
+// the caller's deadline cut the round short. A Lock that ends on such a
+// try reports the try before it, which says why the lock was not had
+// (held elsewhere, say).
+func silent(results []result) bool {
+	for _, res := range results {
+		if !ctxEnd(res.err) {
+			return false
+		}
+	}
+	return true
+}
+
+// silentNodes is silent for a refused attempt's error.
+func silentNodes(e *QuorumError) bool {
+	if e.Granted > 0 {
+		return false
+	}
+	for _, n := range e.Nodes {
+		if !ctxEnd(n.Err) {
+			return false
+		}
+	}
+	return true
+}
+
+func ctxEnd(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // retrying runs try (given the attempt's number) until it succeeds, fails

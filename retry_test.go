@@ -133,6 +133,47 @@ func TestLockWaitsAsTheStrategySays(t *testing.T) {
 	}
 }
 
+// TestLockCutShortReportsTheTryBefore: a Lock whose context ends while a
+// try is in flight, before any node answered it, reports the try before
+// (the key held by another token) rather than a round of nothing but
+// deadline errors. (The command's exit status depends on it: 75 "held
+// elsewhere" rather than 69 "nodes unreachable"; its test failed once in
+// 30 runs.) Every node takes 100 ms to answer. A look at the queue cut
+// short: tries 50 ms apart, a wait of 300 ms; the first attempt is refused
+// at 100 ms, the Lock joins the queue (answered at 200 ms), and its next
+// look, sent at 250 ms, is cut short at 300. An attempt cut short: the
+// holder's key expires at 150 ms, so the join (answered at 200 ms) finds
+// the Lock first and the key free; the attempt it sends is cut short at
+// 250 ms.
+func TestLockCutShortReportsTheTryBefore(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		holderTTL time.Duration // -1: none
+		wait      time.Duration
+	}{
+		{"look at the queue", -1, 300 * ms},
+		{"attempt", 150 * ms, 250 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fakes := newFakeNodes(3)
+				for _, f := range fakes {
+					f.set("redlock:{k}", "other", tc.holderTTL)
+					f.delay = 100 * ms
+				}
+				c := newTestClient(t, fakes)
+				ctx, cancel := context.WithTimeout(t.Context(), tc.wait)
+				defer cancel()
+				_, err := c.Lock(ctx, "k", WithRetry(LinearBackoff(50*ms, 50*ms)))
+				require.ErrorIs(t, err, ErrNotObtained)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				requireRefusedAs(t, err, ErrHeld) // the first attempt's answers
+			})
+		})
+	}
+}
+
 func TestLockRetries(t *testing.T) {
 	t.Run("until the holder's key expires", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
