@@ -124,8 +124,8 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 			}
 			if attemptNext = f.r == nil; !attemptNext {
 				tries++
-				if err := ctx.Err(); err != nil && last.valid() && silent(f.r.results) {
-					return giveUp(err) // cut short: the try before says more
+				if cutShort(ctx, last, f) {
+					return giveUp(ctx.Err())
 				}
 				last = f
 			}
@@ -135,10 +135,11 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 			if e == nil {
 				return l, nil
 			}
-			if e.cause != nil && last.valid() && silentNodes(e) {
-				return giveUp(e.cause) // cut short: the try before says more
+			f := failure{qerr: e, hint: e.retryAfter}
+			if cutShort(ctx, last, f) {
+				return giveUp(ctx.Err())
 			}
-			last = failure{qerr: e, hint: e.retryAfter}
+			last = f
 			if e.cause != nil || e.unusable {
 				return giveUp(nil)
 			}
@@ -183,27 +184,28 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 	}
 }
 
-// silent reports whether a round's results heard no node: every one is an
-// error of a context's end (the caller's, or the node timeout's), as when
-// the caller's deadline cut the round short. A Lock that ends on such a
-// try reports the try before it, which says why the lock was not had
-// (held elsewhere, say).
-func silent(results []result) bool {
-	for _, res := range results {
-		if !ctxEnd(res.err) {
-			return false
-		}
-	}
-	return true
-}
-
-// silentNodes is silent for a refused attempt's error.
-func silentNodes(e *QuorumError) bool {
-	if e.Granted > 0 {
+// cutShort reports whether try f, which failed after last, was ended by
+// ctx before any node answered it (every node's error is a context's end:
+// the caller's, or the node timeout's). A Lock that ends on such a try
+// reports last instead, which says why the lock was not had (held
+// elsewhere, say), with ctx's error.
+func cutShort(ctx context.Context, last, f failure) bool {
+	if ctx.Err() == nil || !last.valid() {
 		return false
 	}
-	for _, n := range e.Nodes {
-		if !ctxEnd(n.Err) {
+	if f.qerr != nil { // an attempt: its agreeing nodes are counted, the others listed
+		if f.qerr.Granted > 0 {
+			return false
+		}
+		for _, n := range f.qerr.Nodes {
+			if !ctxEnd(n.Err) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, res := range f.r.results { // a look at the queue
+		if !ctxEnd(res.err) {
 			return false
 		}
 	}

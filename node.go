@@ -156,16 +156,24 @@ func (n *redisNode) start(c call) {
 	case !n.routed.Load():
 		// Until the ClusterClient has its slot map, finding a key's master
 		// loads it, which can block on an unreachable cluster: not in the
-		// caller's goroutine.
-		n.wg.Go(func() { n.route(c) })
+		// caller's goroutine, and for a detached call not on a context the
+		// caller may cancel.
+		ctx := c.ctx
+		if c.detached {
+			ctx = context.WithoutCancel(ctx)
+		}
+		n.wg.Go(func() { n.route(ctx, c) })
 	default:
-		n.route(c)
+		// With the slot map loaded, MasterForKey makes no call: ctx is
+		// unused (reloads run in the background).
+		n.route(c.ctx, c)
 	}
 }
 
-// route sends a call to the stream of the master that owns its key.
-func (n *redisNode) route(c call) {
-	master, err := n.cluster.MasterForKey(c.sendCtx(), c.o.key)
+// route sends a call to the stream of the master that owns its key, found
+// on ctx.
+func (n *redisNode) route(ctx context.Context, c call) {
+	master, err := n.cluster.MasterForKey(ctx, c.o.key)
 	if err != nil {
 		c.r.deliver(c.i, result{err: err})
 		return

@@ -74,15 +74,6 @@ func (c *call) notSent() error {
 	return fmt.Errorf("%w: %w", errNotSent, err)
 }
 
-// sendCtx is the context for work done to send the call: ctx, without its
-// cancellation for a detached call.
-func (c *call) sendCtx() context.Context {
-	if c.detached {
-		return context.WithoutCancel(c.ctx)
-	}
-	return c.ctx
-}
-
 // stream is one node's ordered, batched command stream.
 type stream struct {
 	client redis.UniversalClient

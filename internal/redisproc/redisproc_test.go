@@ -13,9 +13,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// needServer skips the test without a redis-server binary, or fails it
-// under CI=true.
-func needServer(t *testing.T) {
+// startServer starts a server on a free port, closed when the test ends;
+// without a redis-server binary it skips the test, or fails it under
+// CI=true.
+func startServer(t *testing.T) *Server {
 	t.Helper()
 	if _, err := Find(); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -23,15 +24,16 @@ func needServer(t *testing.T) {
 		}
 		t.Skip(err)
 	}
-}
-
-func TestLifecycle(t *testing.T) {
-	needServer(t)
 	s, err := Start(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
+	return s
+}
+
+func TestLifecycle(t *testing.T) {
+	s := startServer(t)
 	if err := Ping(s.Addr); err != nil {
 		t.Fatalf("ping after Start: %v", err)
 	}
@@ -86,12 +88,7 @@ func TestStartFailsClearly(t *testing.T) {
 // PONG made the failed start look ready (two nodes of one chaos test
 // shared an address).
 func TestStartOnTakenPort(t *testing.T) {
-	needServer(t)
-	a, err := Start(Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
+	a := startServer(t)
 	_, port, _ := net.SplitHostPort(a.Addr)
 	p, _ := strconv.Atoi(port)
 	b, err := Start(Config{Port: p})
