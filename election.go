@@ -448,7 +448,9 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 // returns. fn's context is cancelled when the leadership is lost, with
 // [context.Cause] an error matching ErrExpired or ErrTakenOver, TTL/10
 // before it could have run out, or when the Client is closed (cause
-// [ErrClosed]); fn must then stop. Lead returns fn's error joined with the
+// [ErrClosed]); fn must then stop. Its Err and Done look at the clock (as
+// [Lock.Err] does), so a leader resumed after a pause past that point
+// finds its context cancelled at its first look. Lead returns fn's error joined with the
 // leadership's: the campaign's error, why it was lost, or the
 // resignation's.
 //
@@ -480,7 +482,7 @@ func (e *Election) leadOnce(ctx context.Context, value string, fn func(ctx conte
 	if err != nil {
 		return err, false
 	}
-	err = fn(work, ld)
+	err = fn(lockContext{work, ld.l}, ld)
 	ended := ld.Err() // before the resignation: nil unless the leadership was lost
 	rerr := ld.Resign(context.WithoutCancel(ctx))
 	switch cause := context.Cause(work); {

@@ -23,6 +23,7 @@ func (l *Lock) startExtending() {
 	if l.done == nil {
 		l.done = make(chan struct{})
 	}
+	l.runOut = errNotExtended
 	l.mu.Unlock()
 	go l.extendLoop(l.ext)
 }
@@ -38,28 +39,31 @@ func (l *Lock) stopExtending() {
 
 // extension is the state of an auto-extension schedule.
 type extension struct {
-	ttl, every, margin time.Duration
-	holdEnd            time.Time // WithMaxHold: no validity past this
-	next               time.Time // the next extension is due
-	capped             bool      // the last extension the cap allows is done
-	failures           int       // in a row
-	lastErr            error
+	ttl, every time.Duration
+	holdEnd    time.Time // WithMaxHold: no validity past this
+	next       time.Time // the next extension is due
+	capped     bool      // the last extension the cap allows is done
+	failures   int       // in a row
+	lastErr    error
 }
 
 // extendLoop extends the lock every interval from its last extension (or
 // acquisition). A failed extension is retried at a quarter of the interval.
 // When TTL/10 of validity is left without a successful extension, or the
 // last extension allowed by the hold cap runs out, the lock ends as
-// expired.
+// expired. It stops once the lock has ended, whoever ended it.
 func (l *Lock) extendLoop(x *extender) {
 	defer close(x.done)
-	s := extension{ttl: l.cfg.ttl, every: l.cfg.every, margin: l.cfg.ttl / endMarginDivisor, holdEnd: l.acquired.Add(l.cfg.maxHold)}
+	s := extension{ttl: l.cfg.ttl, every: l.cfg.every, holdEnd: l.acquired.Add(l.cfg.maxHold)}
 	if s.every <= 0 {
 		s.every = s.ttl / extendDivisor
 	}
 	s.next = l.acquired.Add(s.every)
 	for {
-		deadline := l.validUntil().Add(-s.margin)
+		deadline, ended := l.endState()
+		if ended {
+			return // a look ended it (see look)
+		}
 		wake := deadline
 		if !s.capped && s.next.Before(deadline) {
 			wake = s.next
@@ -79,6 +83,9 @@ func (l *Lock) extendLoop(x *extender) {
 		if !l.extendOnce(&s, now, deadline) {
 			return
 		}
+		l.mu.Lock()
+		l.runOut = s.expiry(l.cfg.maxHold)
+		l.mu.Unlock()
 	}
 }
 
@@ -90,7 +97,7 @@ func (s *extension) expiry(maxHold time.Duration) error {
 	case s.lastErr != nil:
 		return fmt.Errorf("%w: not extended before its validity ran out (%d failed extensions, the last: %w)", ErrExpired, s.failures, s.lastErr)
 	}
-	return fmt.Errorf("%w: not extended before its validity ran out", ErrExpired)
+	return errNotExtended
 }
 
 // extendOnce makes one scheduled extension at now, bounded by deadline, and
@@ -125,8 +132,10 @@ func (l *Lock) extendOnce(s *extension, now, deadline time.Time) bool {
 // 1 hour by default ([WithMaxHold] sets it): a longer fn has its context
 // cancelled, with an expiry that names the cap, TTL/10 before the last
 // extension runs out. [Client.Close] cancels fn's context with cause
-// [ErrClosed]. fn must stop its work when its context is done. Do takes the
-// options of Lock.
+// [ErrClosed]. fn must stop its work when its context is done. The
+// context's Err and Done look at the clock (as [Lock.Err] does): work
+// resumed after a pause past that point finds it cancelled at its first
+// look. Do takes the options of Lock.
 //
 // Do returns fn's error joined with the lock's: the error of the
 // acquisition, why the lock ended early (ErrExpired, ErrTakenOver or
@@ -167,89 +176,5 @@ func (c *Client) do(ctx context.Context, lc *lockConfig, fn func(ctx context.Con
 			err = errors.Join(err, uerr)
 		}
 	}()
-	return fn(work)
-}
-
-// Done returns a channel that is closed when the lock ends: when it is
-// released, when it expired (its validity ran out, or auto-extension could
-// not keep a majority), or when it was taken over. [Lock.Err] then says
-// which. Like a context's Done channel, it is never closed while the lock
-// is valid and held.
-func (l *Lock) Done() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done == nil {
-		l.done = make(chan struct{})
-		switch {
-		case l.doneShut:
-			close(l.done)
-		case l.ext == nil:
-			// No goroutine: a timer ends the lock when its validity runs
-			// out (Extend moves it).
-			l.timer = time.AfterFunc(l.until.Sub(time.Now()), func() {
-				l.endEarly(fmt.Errorf("%w: validity ran out", ErrExpired))
-			})
-		}
-	}
-	return l.done
-}
-
-// Err returns nil while the lock is held and valid as far as this process
-// knows; once [Lock.Done] is closed, it returns why: an error matching
-// [ErrExpired] or [ErrTakenOver], or [ErrReleased] after Unlock.
-func (l *Lock) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.endErr
-}
-
-// end records why the lock ended, once, and closes Done. It reports whether
-// this call was the one that ended it.
-func (l *Lock) end(err error) bool {
-	if !l.claimEnd(err) {
-		return false
-	}
-	l.closeDone()
-	return true
-}
-
-// claimEnd records err as the reason the lock ended, unless it has one.
-func (l *Lock) claimEnd(err error) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.endErr != nil {
-		return false
-	}
-	l.endErr = err
-	return true
-}
-
-// closeDone closes Done (made later, it is made closed) and stops the timer.
-func (l *Lock) closeDone() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done != nil && !l.doneShut {
-		close(l.done)
-	}
-	l.doneShut = true
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-}
-
-// endEarly ends the lock before its release: it expired or was taken over,
-// and can no longer be trusted. Observers are told and, under Do, the
-// work's context is cancelled with err as its cause, before Done is closed.
-func (l *Lock) endEarly(err error) {
-	if !l.claimEnd(err) {
-		return
-	}
-	c := l.c
-	if c.observing() {
-		c.emit(Event{Kind: EventEnd, Context: context.Background(), Key: l.key, Held: time.Since(l.acquired), Err: err})
-	}
-	if l.cfg.onEnd != nil {
-		l.cfg.onEnd(err)
-	}
-	l.closeDone()
+	return fn(lockContext{work, l})
 }

@@ -21,6 +21,7 @@ type Lock struct {
 
 	serial sync.Mutex // one Extend or Unlock at a time
 	ext    *extender  // auto-extension, if any; set before the lock is shared
+	ending sync.Mutex // held while the lock is being ended (see look)
 
 	mu       sync.Mutex // guards the fields below
 	ttl      time.Duration
@@ -32,6 +33,7 @@ type Lock struct {
 	done     chan struct{} // made by Done or auto-extension; closed when the lock ends
 	doneShut bool          // done is closed (or, made later, will be made closed)
 	timer    *time.Timer   // without auto-extension: ends the lock when validity runs out
+	runOut   error         // auto-extension: why the lock ends if its validity runs out now
 }
 
 // nodeRecord is what the lock knows of one node beyond the acquisition.

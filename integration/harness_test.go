@@ -35,6 +35,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if way := os.Getenv(pausedChildEnv); way != "" {
+		os.Exit(pausedChild(way)) // this process is a paused holder's child (pause_test.go)
+	}
 	redistest.QuietRedisLogs()
 	code := m.Run()
 	if code != 0 {
