@@ -84,9 +84,10 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 	}
 	key, rkey := t.key, t.rkey
 	var (
-		w     *waiter // our place in the queue, once we have one
-		tries int     // failed tries
-		last  failure // the last failed try
+		w        *waiter // our place in the queue, once we have one
+		tries    int     // failed tries: attempts and looks at the queue
+		attempts int     // attempts made, for observers (Event.Attempt)
+		last     failure // the last failed try
 	)
 	defer func() {
 		if w != nil {
@@ -131,7 +132,8 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 			}
 		}
 		if attemptNext {
-			l, e := c.attempt(ctx, t, lc, tries+1, w)
+			attempts++
+			l, e := c.attempt(ctx, t, lc, attempts, w)
 			if e == nil {
 				return l, nil
 			}

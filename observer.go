@@ -51,7 +51,10 @@ type Event struct {
 	// context.Background()). Never nil.
 	Context context.Context
 	Key     string // the lock key as the caller gave it
-	Attempt int    // EventAcquire: the attempt's number within its Lock call, from 1
+	// Attempt, for EventAcquire: the attempt's number within its Lock call,
+	// from 1. Only attempts count, not a queued Lock's looks at the wait
+	// queue in between (for a semaphore, each sweep of its slots is one).
+	Attempt int
 	// Queued, for EventAcquire: when the Lock call took its place in the
 	// key's wait queue (its ticket: waiters are served in this order); zero
 	// for an attempt made before it queued, or by TryLock.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -137,4 +138,62 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.w.Write(p)
+}
+
+// TestEventAttemptCountsAttempts: Event.Attempt numbers a Lock call's
+// attempts only, not the looks at the wait queue a queued Lock makes
+// between them; a semaphore numbers its sweeps.
+func TestEventAttemptCountsAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		var looks atomic.Int32
+		fakes[0].hold = func(o *op) {
+			if o.kind == opQueue && !o.quiet {
+				looks.Add(1)
+			}
+		}
+		holder := newTestClient(t, fakes)
+		rec := &recorder{}
+		waiter := newTestClient(t, fakes, WithObserver(rec.Observe))
+		l, err := holder.TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		got := make(chan error)
+		go func() {
+			w, err := waiter.Lock(t.Context(), "k")
+			if err == nil {
+				err = w.Unlock(t.Context())
+			}
+			got <- err
+		}()
+		time.Sleep(time.Second) // the waiter looks at the queue every 10–200 ms
+		require.NoError(t, l.Unlock(t.Context()))
+		require.NoError(t, <-got)
+		require.Greater(t, looks.Load(), int32(3), "the waiter did not look at the queue between its attempts")
+		var numbers []int
+		for _, e := range rec.snapshot() {
+			if e.Kind == EventAcquire {
+				numbers = append(numbers, e.Attempt)
+			}
+		}
+		require.Equal(t, []int{1, 2}, numbers, "the refused first attempt, then the one the release woke")
+
+		rec = &recorder{}
+		s, err := newTestClient(t, fakes, WithObserver(rec.Observe)).Semaphore("s", 1)
+		require.NoError(t, err)
+		p, err := holder.Semaphore("s", 1)
+		require.NoError(t, err)
+		permit, err := p.TryAcquire(t.Context())
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		_, err = s.Acquire(ctx)
+		require.ErrorIs(t, err, ErrNotObtained)
+		numbers = nil
+		for i, e := range rec.snapshot() {
+			require.Equal(t, i+1, e.Attempt, "sweep %d", i+1)
+			numbers = append(numbers, e.Attempt)
+		}
+		require.Greater(t, len(numbers), 2, "the semaphore swept %d times", len(numbers))
+		require.NoError(t, permit.Unlock(t.Context()))
+	})
 }

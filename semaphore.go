@@ -78,7 +78,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
 	if err := s.c.checkOpen(); err != nil {
 		return nil, err
 	}
-	l, qerr := s.sweep(ctx, &s.lc)
+	l, qerr := s.sweep(ctx, &s.lc, 1)
 	if qerr != nil {
 		return nil, qerr
 	}
@@ -95,15 +95,15 @@ func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 }
 
 func (s *Semaphore) acquire(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	return s.c.retrying(ctx, lc, func(int) (*Lock, *QuorumError) { return s.sweep(ctx, lc) })
+	return s.c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return s.sweep(ctx, lc, n) })
 }
 
-// sweep tries every slot once, in a random order.
-func (s *Semaphore) sweep(ctx context.Context, lc *lockConfig) (*Lock, *QuorumError) {
+// sweep tries every slot once, in a random order: attempt n.
+func (s *Semaphore) sweep(ctx context.Context, lc *lockConfig, n int) (*Lock, *QuorumError) {
 	var last *QuorumError
 	var soonest time.Duration
 	for _, i := range rand.Perm(s.permits) {
-		l, qerr := s.c.attempt(ctx, s.c.target(s.keys[i]), lc, 1, nil)
+		l, qerr := s.c.attempt(ctx, s.c.target(s.keys[i]), lc, n, nil)
 		if qerr == nil {
 			return l, nil
 		}
