@@ -84,53 +84,63 @@ func (s *KeyState) Remaining() time.Duration {
 // that passes its own with [WithToken], on the nodes that hold it. The
 // error is non-nil only for an invalid key or option, a Client that is
 // closed, or a ctx that is already done; node failures are reported per
-// node.
+// node. A node that does not answer costs at most the node timeout.
 func (c *Client) Inspect(ctx context.Context, key string, opts ...Option) (*KeyState, error) {
 	lc, err := c.callConfig(key, toInspect, opts)
 	if err != nil {
 		return nil, err
 	}
+	states, err := c.inspect(ctx, []string{key}, lc.token)
+	if err != nil {
+		return nil, err
+	}
+	return states[0], nil
+}
+
+// inspect asks every node about each of keys (a semaphore's slots, a
+// multi-key lock's keys) at once: each node is sent every key's inspection
+// in one batch, so however many keys, a node that does not answer costs
+// one node timeout. token, if not "", is shown where it holds.
+func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*KeyState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	r := c.send(ctx, request{op: newOp(opInspect, c.redisKey(key), "", "", 0), need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)})
-	r.finish(&c.bg, nil)
+	reqs := make([]request, len(keys))
+	for j, k := range keys {
+		reqs[j] = request{op: newOp(opInspect, c.redisKey(k), "", "", 0), nodes: c.nodes, need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)}
+	}
+	states := make([]*KeyState, len(keys))
+	for j, r := range fanOutAll(ctx, reqs) {
+		r.finish(&c.bg, nil)
+		states[j] = c.keyState(r, token)
+	}
+	return states, nil
+}
+
+// keyState is what an inspection round r found.
+func (c *Client) keyState(r *round, token string) *KeyState {
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
 		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence), Waiting: res.waiting, FirstWaiter: res.head, Readers: res.readers}
 		if res.status == statusHeld {
-			var token string
+			var holder string
 			st.Held, st.TTL = true, res.pttl
-			token, st.Metadata, _ = strings.Cut(res.value, "\x00")
-			st.Holder = holderID(token)
-			if lc.token != "" && token == lc.token {
-				st.Token = token
+			holder, st.Metadata, _ = strings.Cut(res.value, "\x00")
+			st.Holder = holderID(holder)
+			if token != "" && holder == token {
+				st.Token = holder
 			}
 		}
 		s.Nodes[i] = st
 	}
-	return s, nil
+	return s
 }
 
 // holderID names a token's holder without revealing the token.
 func holderID(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:6])
-}
-
-// inspectAll inspects each of keys in turn (a semaphore's slots, a
-// multi-key lock's keys).
-func (c *Client) inspectAll(ctx context.Context, keys []string) ([]*KeyState, error) {
-	out := make([]*KeyState, len(keys))
-	for i, k := range keys {
-		st, err := c.Inspect(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = st
-	}
-	return out, nil
 }

@@ -95,3 +95,55 @@ func TestInspectQueue(t *testing.T) {
 		require.NoError(t, l.Unlock(t.Context()))
 	})
 }
+
+// TestInspectManyKeysOneTimeout: inspecting a semaphore's slots or a
+// multi-key lock's keys asks each node about every key at once, so nodes
+// that never answer cost one node timeout, however many keys, and the
+// nodes that answer tell about every key.
+func TestInspectManyKeysOneTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 100 * time.Millisecond
+		fakes := newFakeNodes(5)
+		c := newTestClient(t, fakes, WithNodeTimeout(timeout))
+		s, err := c.Semaphore("s", 16)
+		require.NoError(t, err)
+		permit, err := s.TryAcquire(t.Context())
+		require.NoError(t, err)
+		m, err := c.MultiLock([]string{"a", "b", "c", "d"})
+		require.NoError(t, err)
+		l, err := m.TryLock(t.Context())
+		require.NoError(t, err)
+		synctest.Wait()
+		hung := make(chan struct{}) // frozen nodes: never answer, whatever the context says
+		fakes[1].setGate(hung)
+		fakes[3].setGate(hung)
+		defer close(hung)
+
+		start := time.Now()
+		slots, err := s.Inspect(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, timeout, time.Since(start), "16 slots with 2 of 5 nodes frozen")
+		held := 0
+		for _, st := range slots {
+			for _, i := range []int{1, 3} {
+				require.ErrorIs(t, st.Nodes[i].Err, context.DeadlineExceeded)
+			}
+			if h, _, ok := st.Holder(); ok {
+				held++
+				require.Equal(t, holderID(permit.Token()), h)
+			}
+		}
+		require.Equal(t, 1, held, "slots held")
+
+		start = time.Now()
+		keys, err := m.Inspect(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, timeout, time.Since(start), "4 keys with 2 of 5 nodes frozen")
+		require.Len(t, keys, 4)
+		for _, st := range keys {
+			h, _, ok := st.Holder()
+			require.True(t, ok)
+			require.Equal(t, holderID(l.Token()), h)
+		}
+	})
+}

@@ -157,5 +157,5 @@ func (m *MultiLock) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // Inspect returns what every node holds at each key, in the order given
 // (see [Client.Inspect]).
 func (m *MultiLock) Inspect(ctx context.Context) ([]*KeyState, error) {
-	return m.c.inspectAll(ctx, m.Keys())
+	return m.c.inspect(ctx, m.Keys(), "")
 }

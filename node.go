@@ -170,6 +170,18 @@ func (n *redisNode) start(c call) {
 	}
 }
 
+// startAll sends calls together: in one batch of a standalone or Sentinel
+// node's stream; a Cluster node routes each by its key.
+func (n *redisNode) startAll(calls []call) {
+	if n.cluster == nil {
+		n.stream.enqueue(calls...)
+		return
+	}
+	for _, c := range calls {
+		n.start(c)
+	}
+}
+
 // route sends a call to the stream of the master that owns its key, found
 // on ctx.
 func (n *redisNode) route(ctx context.Context, c call) {

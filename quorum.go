@@ -97,8 +97,63 @@ func (r *round) deliver(i int, res result) {
 // sent (see stream), and a derived context would cost the round 4 heap
 // allocations.
 func fanOut(ctx context.Context, req request) *round {
-	n := len(req.nodes)
 	start := time.Now()
+	deadline := start.Add(req.timeout)
+	r := newRound(req)
+	for i, nd := range req.nodes {
+		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r, detached: req.detach})
+	}
+	r.collect(ctx, req, start, deadline)
+	return r
+}
+
+// fanOutAll runs the rounds of reqs (the same nodes and timeout, an op
+// each) at once: each node is sent every op together, and every round is
+// collected as fanOut does, within the same deadline. So asking about many
+// keys costs one batch per node (one pipeline, on a node that batches) and
+// at most one node timeout, however many keys.
+func fanOutAll(ctx context.Context, reqs []request) []*round {
+	start := time.Now()
+	rounds := make([]*round, len(reqs))
+	for j := range reqs {
+		rounds[j] = newRound(reqs[j])
+	}
+	if len(reqs) == 0 {
+		return rounds
+	}
+	deadline := start.Add(reqs[0].timeout)
+	calls := make([]call, len(reqs))
+	for i, nd := range reqs[0].nodes {
+		for j := range reqs {
+			calls[j] = call{ctx: ctx, deadline: deadline, o: reqs[j].op, i: i, r: rounds[j], detached: reqs[j].detach}
+		}
+		startAll(nd, calls)
+	}
+	for j, r := range rounds {
+		r.collect(ctx, reqs[j], start, deadline)
+	}
+	return rounds
+}
+
+// batcher is a node that can send calls together: one batch, in order.
+type batcher interface {
+	startAll(calls []call)
+}
+
+// startAll starts calls on nd, together if it can.
+func startAll(nd node, calls []call) {
+	if b, ok := nd.(batcher); ok {
+		b.startAll(calls)
+		return
+	}
+	for _, c := range calls {
+		nd.start(c)
+	}
+}
+
+// newRound encodes req's op and makes its round.
+func newRound(req request) *round {
+	n := len(req.nodes)
 	req.op.encode()
 	r := &round{
 		results: make([]result, n),
@@ -110,10 +165,12 @@ func fanOut(ctx context.Context, req request) *round {
 	if req.timed {
 		r.latency = make([]time.Duration, n)
 	}
-	deadline := start.Add(req.timeout)
-	for i, nd := range req.nodes {
-		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r, detached: req.detach})
-	}
+	return r
+}
+
+// collect records replies until req.stop or req.settled decides the round,
+// every node replied, the deadline passed or ctx is done.
+func (r *round) collect(ctx context.Context, req request, start, deadline time.Time) {
 	var expired <-chan time.Time
 	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) && (req.settled == nil || !req.settled(r.results)) {
 		if expired == nil {
@@ -132,13 +189,12 @@ func fanOut(ctx context.Context, req request) *round {
 			r.record(x, start)
 		case <-expired:
 			r.timeOut(ctx, req.timeout)
-			return r
+			return
 		case <-ctx.Done():
 			r.timeOut(ctx, req.timeout)
-			return r
+			return
 		}
 	}
-	return r
 }
 
 // record counts one reply that came in time.

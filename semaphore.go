@@ -130,5 +130,5 @@ func (s *Semaphore) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // Inspect returns what every node holds at each slot, in slot order (see
 // [Client.Inspect]); [KeyState.Holder] names each slot's holder.
 func (s *Semaphore) Inspect(ctx context.Context) ([]*KeyState, error) {
-	return s.c.inspectAll(ctx, s.keys)
+	return s.c.inspect(ctx, s.keys, "")
 }

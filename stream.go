@@ -123,11 +123,12 @@ func (s *stream) bind(done <-chan struct{}, wg *sync.WaitGroup, guard bool) {
 	s.done, s.wg, s.guard = done, wg, guard
 }
 
-// enqueue queues a call and makes sure a writer will send it.
-func (s *stream) enqueue(c call) {
+// enqueue queues calls and makes sure a writer will send them. Calls
+// queued together leave in one batch.
+func (s *stream) enqueue(calls ...call) {
 	s.mu.Lock()
 	ended := s.prune()
-	s.queue = append(s.queue, c)
+	s.queue = append(s.queue, calls...)
 	start := !s.running
 	s.running = true
 	s.mu.Unlock()

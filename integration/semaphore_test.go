@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"sort"
@@ -158,4 +161,102 @@ func TestChaosSemaphore(t *testing.T) {
 	if done.Load() < int64(target)/2 {
 		t.Fatalf("only %d permits taken: too little progress to prove anything", done.Load())
 	}
+}
+
+// TestInspectManyKeysFrozenNodes: with 2 of 5 nodes frozen (SIGSTOP),
+// Semaphore.Inspect of 64 slots and MultiLock.Inspect of 16 keys return
+// within about one node timeout, the frozen nodes reported as not
+// answering and every key as the others see it: each node is asked about
+// every key at once. The bound asserted is 20 node timeouts, far above
+// the one expected (so a loaded machine cannot fail it) and far below the
+// 64 and 16 that asking one key at a time costs.
+func TestInspectManyKeysFrozenNodes(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	const timeout = 100 * time.Millisecond
+	c, err := redlock.New(Clients(t, nodes, func(o *redis.Options) { o.DialerRetries, o.ContextTimeoutEnabled = 1, true }), redlock.WithNodeTimeout(timeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	name := UniqueKey(t, nodes)
+	s, err := c.Semaphore(name, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	permit, err := s.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 16)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", name, i)
+	}
+	m, err := c.MultiLock(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "every node's grants", func() bool {
+		for _, n := range nodes {
+			if Admin(t, n).Exists(t.Context(), RedisKey(keys[15])).Val() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	nodes[1].Pause(t)
+	nodes[3].Pause(t)
+	defer nodes[3].Resume(t)
+	defer nodes[1].Resume(t)
+
+	check := func(what string, states []*redlock.KeyState, holder string, want int) {
+		t.Helper()
+		held := 0
+		for _, st := range states {
+			for _, i := range []int{1, 3} {
+				if st.Nodes[i].Err == nil { // the round's deadline, or go-redis's read deadline
+					t.Errorf("%s: frozen node %d reported %+v", what, i, st.Nodes[i])
+				}
+			}
+			if h, _, ok := st.Holder(); ok {
+				held++
+				if want := redlockHolder(holder); h != want {
+					t.Errorf("%s: holder %s, want %s", what, h, want)
+				}
+			}
+		}
+		if held != want {
+			t.Errorf("%s: %d held, want %d", what, held, want)
+		}
+	}
+	start := time.Now()
+	slots, err := s.Inspect(t.Context())
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("semaphore", slots, permit.Token(), 1)
+	if took > 20*timeout {
+		t.Errorf("Semaphore.Inspect of 64 slots took %v with 2 of 5 nodes frozen (node timeout %v)", took, timeout)
+	}
+	start = time.Now()
+	sets, err := m.Inspect(t.Context())
+	took = time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("multi-key lock", sets, l.Token(), 16)
+	if took > 20*timeout {
+		t.Errorf("MultiLock.Inspect of 16 keys took %v with 2 of 5 nodes frozen (node timeout %v)", took, timeout)
+	}
+}
+
+// redlockHolder is how Inspect names a token's holder: the first 12 hex
+// digits of its SHA-256.
+func redlockHolder(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:6])
 }
