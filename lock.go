@@ -263,12 +263,6 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 			nodes[j] = c.nodes[i]
 		}
 	}
-	index := func(j int) int {
-		if idx == nil {
-			return j
-		}
-		return idx[j]
-	}
 	// Return once a majority released (on failure, hear every node:
 	// taken over and expired differ). The rest are handled as they come:
 	// each node's stream sends this Client's later calls after the release,
@@ -280,13 +274,22 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	o := l.op(opRelease, l.token, "", cooldown)
 	o.wake = c.hand.wakeArg
 	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
-	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, index(j), res) })
+	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, nodeIndex(idx, j), res) })
 	for j, res := range r.results {
 		if res.answered {
-			l.onRelease(ctx, index(j), res)
+			l.onRelease(ctx, nodeIndex(idx, j), res)
 		}
 	}
 	return l.concludeRelease(ctx, start, nodes, r, already, idx)
+}
+
+// nodeIndex is the Client's index of the j-th node of a round over the
+// nodes idx (nil: all of them).
+func nodeIndex(idx []int, j int) int {
+	if idx == nil {
+		return j
+	}
+	return idx[j]
 }
 
 // toRelease notes the cooldown of this release and returns the lock's TTL
@@ -368,11 +371,7 @@ func (l *Lock) endedBy(r *round, idx []int) error {
 	defer l.mu.Unlock()
 	var ended error
 	for j, res := range r.results {
-		i := j
-		if idx != nil {
-			i = idx[j]
-		}
-		switch {
+		switch i := nodeIndex(idx, j); {
 		case !l.nodes[i].granted:
 		case res.status == statusHeld:
 			return ErrTakenOver

@@ -64,7 +64,8 @@ type request struct {
 // not the client honours context deadlines (go-redis ignores them on reads
 // unless ContextTimeoutEnabled is set).
 type round struct {
-	results []result        // by node index
+	results []result        // by node index: in buf when it fits
+	buf     [5]result       // the results of a round over up to 5 nodes, in the round's own allocation
 	latency []time.Duration // by node index, when timed: from the start of the round to the reply
 	tally   tally
 	pending int // calls still running when fanOut returned
@@ -156,11 +157,15 @@ func newRound(req request) *round {
 	n := len(req.nodes)
 	req.op.encode()
 	r := &round{
-		results: make([]result, n),
 		tally:   tally{n: n, need: req.need},
 		pending: n,
 		replies: make(chan reply, n),
 		judge:   req.judge,
+	}
+	if n <= len(r.buf) {
+		r.results = r.buf[:n]
+	} else {
+		r.results = make([]result, n)
 	}
 	if req.timed {
 		r.latency = make([]time.Duration, n)

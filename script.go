@@ -790,10 +790,11 @@ func (o *op) encode() {
 	}
 	switch o.kind {
 	case opAcquire: // a caller not queued sends no place: the script only checks that there is no queue
+		token, value := o.boxed()
 		if p := o.place; p != nil {
-			o.set(keys, o.token, o.value, ms, p.id, p.ticket, p.ms())
+			o.set(keys, token, value, ms, p.id, p.ticket, p.ms())
 		} else {
-			o.set(keys, o.token, o.value, ms)
+			o.set(keys, token, value, ms)
 		}
 	case opExtend:
 		o.set(keys, o.token, ms)
@@ -822,6 +823,16 @@ func (o *op) encode() {
 		}
 		o.set(keys, o.place.id, ticket, o.place.ms(), o.wakeArg())
 	}
+}
+
+// boxed returns the op's token and value as arguments: boxed once when
+// they are the same string (a holder without metadata), not twice.
+func (o *op) boxed() (token, value any) {
+	token = o.token
+	if o.value == o.token {
+		return token, token
+	}
+	return token, o.value
 }
 
 // set makes the wire arguments: EVALSHA, the script's SHA1, keys and args.

@@ -80,8 +80,9 @@ type stream struct {
 	index  int  // the node's index, for the fenced acquire's residue
 	guard  bool // learn each connection's run_id for the restart guard
 	// ctxTimeout: the client has ContextTimeoutEnabled, so a batch's
-	// context deadline bounds its reads.
+	// context deadline bounds its reads; bctx is that context.
 	ctxTimeout bool
+	bctx       batchContext
 	// redirect, for the stream of a Cluster's shard, is the ClusterClient:
 	// a call the shard answers MOVED or ASK (it did not run it) is sent
 	// again through it, which follows the redirection.
@@ -255,9 +256,9 @@ func (s *stream) send(batch []call) {
 				latest = batch[i].deadline
 			}
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
+		s.bctx.begin(latest)
+		defer s.bctx.end()
+		ctx = &s.bctx
 	}
 	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
 	defer clear(s.cmds)

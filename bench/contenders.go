@@ -47,6 +47,17 @@ func newClients(addrs []string) []*redis.Client {
 	return cs
 }
 
+// readmeClients are the clients the README tells redlock's users to make:
+// DialerRetries 1 and ContextTimeoutEnabled. The other contenders use
+// go-redis's defaults, as their own docs do.
+func readmeClients(addrs []string) []*redis.Client {
+	cs := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		cs[i] = redis.NewClient(&redis.Options{Addr: a, DialerRetries: 1, ContextTimeoutEnabled: true})
+	}
+	return cs
+}
+
 func closeClients(cs []*redis.Client) {
 	for _, c := range cs {
 		_ = c.Close()
@@ -256,7 +267,7 @@ func redlockContender(n int, variant string, opts ...redlock.Option) contender {
 	}
 	return contender{Name: name, Lib: "redlock", Nodes: n,
 		build: func(addrs []string, failed *atomic.Int64) (instance, error) {
-			clients := newClients(addrs[:n])
+			clients := readmeClients(addrs[:n])
 			ucs := make([]redis.UniversalClient, n)
 			for i, c := range clients {
 				ucs[i] = c

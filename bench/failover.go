@@ -63,7 +63,7 @@ func candidateChild(spec string) int {
 		fmt.Fprintln(os.Stderr, "candidate:", err)
 		return 1
 	}
-	clients := newClients(strings.Split(parts[0], ","))
+	clients := readmeClients(strings.Split(parts[0], ","))
 	defer closeClients(clients)
 	ucs := make([]redis.UniversalClient, len(clients))
 	for i, c := range clients {

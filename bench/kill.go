@@ -35,7 +35,7 @@ const waiterEnv = "REDLOCK_BENCH_WAITER"
 // and exits 3, which the measure reports).
 func waiterChild(spec string) int {
 	addrs, key, _ := strings.Cut(spec, "|")
-	clients := newClients(strings.Split(addrs, ","))
+	clients := readmeClients(strings.Split(addrs, ","))
 	defer closeClients(clients)
 	ucs := make([]redis.UniversalClient, len(clients))
 	for i, c := range clients {

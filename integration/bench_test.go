@@ -37,21 +37,31 @@ func (l latencies) report(b *testing.B, name string) {
 	b.ReportMetric(float64(s[len(s)*99/100].Nanoseconds()), name+"-p99-ns")
 }
 
+// readmeNodes are the go-redis options the README recommends for a node
+// (DialerRetries 1, ContextTimeoutEnabled): the library's benchmarks
+// measure that configuration. The floor and the other baselines keep
+// go-redis's defaults.
+func readmeNodes(o *redis.Options) { o.DialerRetries, o.ContextTimeoutEnabled = 1, true }
+
+// BenchmarkLockUnlock: an uncontended Lock+Unlock with the README's node
+// options, and (go-redis-defaults) with go-redis's.
 func BenchmarkLockUnlock(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		n    int
+		edit func(*redis.Options)
 		opts []redlock.Option
 	}{
-		{"nodes=1", 1, nil},
-		{"nodes=3", 3, nil},
-		{"nodes=5", 5, nil},
-		{"nodes=5/guard=off", 5, []redlock.Option{redlock.WithRestartGuard(0)}},
-		{"nodes=5/fencing", 5, []redlock.Option{redlock.WithFencing()}},
+		{"nodes=1", 1, readmeNodes, nil},
+		{"nodes=3", 3, readmeNodes, nil},
+		{"nodes=5", 5, readmeNodes, nil},
+		{"nodes=5/go-redis-defaults", 5, nil, nil},
+		{"nodes=5/guard=off", 5, readmeNodes, []redlock.Option{redlock.WithRestartGuard(0)}},
+		{"nodes=5/fencing", 5, readmeNodes, []redlock.Option{redlock.WithFencing()}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			nodes := StartNodes(b, tc.n)
-			lockCycles(b, newClient(b, Clients(b, nodes, nil), append(tc.opts, redlock.WithAnyNodeCount())...))
+			lockCycles(b, newClient(b, Clients(b, nodes, tc.edit), append(tc.opts, redlock.WithAnyNodeCount())...))
 		})
 	}
 }
@@ -74,7 +84,7 @@ func BenchmarkVsFloor(b *testing.B) {
 	for _, n := range []int{3, 5} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			nodes := StartNodes(b, n+1)
-			c := newClient(b, Clients(b, nodes[:n], nil))
+			c := newClient(b, Clients(b, nodes[:n], readmeNodes))
 			floor := Clients(b, nodes[n:], nil)[0]
 			lockT, floorT := make(latencies, 0, 1<<16), make(latencies, 0, 1<<16)
 			keys := benchKeys(b.N)
@@ -96,13 +106,23 @@ func BenchmarkVsFloor(b *testing.B) {
 }
 
 // BenchmarkHungNode measures Lock and Unlock with one of 5 nodes frozen
-// (SIGSTOP) and go-redis clients left at their defaults. Lock should not
-// notice the frozen node; Unlock waits for it up to the node timeout (50 ms
-// here). Run it with a bounded count: go test -bench HungNode -benchtime 200x
+// (SIGSTOP), with the README's node options and with go-redis's defaults.
+// Lock should not notice the frozen node; Unlock waits for it up to the
+// node timeout (50 ms here). Run it with a bounded count: go test -bench
+// HungNode -benchtime 200x
 func BenchmarkHungNode(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		edit func(*redis.Options)
+	}{{"readme", readmeNodes}, {"go-redis-defaults", nil}} {
+		b.Run("options="+tc.name, func(b *testing.B) { benchHungNode(b, tc.edit) })
+	}
+}
+
+func benchHungNode(b *testing.B, edit func(*redis.Options)) {
 	nodes := StartNodes(b, 5)
 	const nodeTimeout = 50 * time.Millisecond
-	c := newClient(b, Clients(b, nodes, nil), redlock.WithNodeTimeout(nodeTimeout))
+	c := newClient(b, Clients(b, nodes, edit), redlock.WithNodeTimeout(nodeTimeout))
 	ctx := context.Background()
 	nodes[4].Pause(b)
 	b.Cleanup(func() { nodes[4].Resume(b) })
@@ -243,7 +263,7 @@ func benchHandoff(b *testing.B, nclients int) {
 	count := &attempts{}
 	clients := make([]*redlock.Client, nclients)
 	for i := range clients {
-		clients[i] = newClient(b, Clients(b, nodes, nil), redlock.WithObserver(count.Observe))
+		clients[i] = newClient(b, Clients(b, nodes, readmeNodes), redlock.WithObserver(count.Observe))
 	}
 	key := fmt.Sprintf("bench:handoff:%d", time.Now().UnixNano())
 	var (
@@ -433,7 +453,7 @@ func processCPU() time.Duration {
 // held slots first half the time, one attempt each).
 func BenchmarkSemaphore(b *testing.B) {
 	nodes := StartNodes(b, 5)
-	c := newClient(b, Clients(b, nodes, nil))
+	c := newClient(b, Clients(b, nodes, readmeNodes))
 	ctx := context.Background()
 	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
 	for _, tc := range []struct {
@@ -445,7 +465,7 @@ func BenchmarkSemaphore(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			other := newClient(b, Clients(b, nodes, nil))
+			other := newClient(b, Clients(b, nodes, readmeNodes))
 			for range tc.held {
 				// Held by another Client for the whole run.
 				so, err := other.Semaphore(s.Name(), tc.permits, redlock.WithTTL(time.Hour))
@@ -465,7 +485,7 @@ func BenchmarkSemaphore(b *testing.B) {
 // beside the mutex's: one script per node either way, over more keys.
 func BenchmarkMultiLock(b *testing.B) {
 	nodes := StartNodes(b, 5)
-	c := newClient(b, Clients(b, nodes, nil))
+	c := newClient(b, Clients(b, nodes, readmeNodes))
 	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
 	for _, n := range []int{2, 8, 32} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
@@ -487,7 +507,7 @@ func BenchmarkMultiLock(b *testing.B) {
 // read side alone, and the read side while 8 other readers hold.
 func BenchmarkRWMutex(b *testing.B) {
 	nodes := StartNodes(b, 5)
-	c := newClient(b, Clients(b, nodes, nil))
+	c := newClient(b, Clients(b, nodes, readmeNodes))
 	ctx := context.Background()
 	b.Run("mutex", func(b *testing.B) { lockCycles(b, c) })
 	for _, tc := range []struct {
