@@ -82,37 +82,115 @@ func TestFencingCounterexample(t *testing.T) {
 }
 
 // TestFencingUnique: nodes that forget their keys grant to everyone at once,
-// so holders overlap; still no two of them get the same token.
+// so holders overlap; still no two of them get the same token. The overlap
+// is built, not hoped for: each node holds every fenced acquire until all
+// the TryLocks of a round have reached it, so each round's k grants are in
+// flight together everywhere, and the nodes then serve them in whatever
+// order their goroutines run. The TryLocks come from two Clients made to
+// propose the same tokens (as two processes can, in the same 100 µs).
+// Rounds go on until 50 grants. Uniqueness has two defences, the nodes'
+// residues and the write-back's refusal where a larger token exists; the
+// second case turns the refusal off (nodes acknowledge any write-back), so
+// the residues must hold alone.
 func TestFencingUnique(t *testing.T) {
-	fakes := newFakeNodes(5)
-	for _, f := range fakes {
-		f.amnesia = true
+	for _, tc := range []struct {
+		name    string
+		lenient bool
+	}{{"as built", false}, {"residues alone", true}} {
+		t.Run(tc.name, func(t *testing.T) { testFencingUnique(t, tc.lenient) })
 	}
-	c := newTestClient(t, fakes, WithFencing())
+}
+
+func testFencingUnique(t *testing.T, lenient bool) {
+	const k, want = 4, 50
+	fakes := newFakeNodes(5)
+	barriers := make([]*barrier, len(fakes))
+	for i, f := range fakes {
+		f.amnesia, f.lenientWriteBack = true, lenient
+		b := &barrier{k: k}
+		barriers[i] = b
+		f.hold = func(o *op) {
+			if o.kind == opAcquireFenced {
+				b.wait()
+			}
+		}
+	}
+	defer func() {
+		for _, b := range barriers {
+			b.open() // the last round's stragglers
+		}
+	}()
+	clients := []*Client{newTestClient(t, fakes, WithFencing()), newTestClient(t, fakes, WithFencing())}
+	proposal := clients[0].propose() + 1<<40 // ahead of the clock: propose goes on from it
 	var mu sync.Mutex
 	seen := map[uint64]int{}
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for range 50 {
+	grants := 0
+	for round := 0; grants < want && round < 1000; round++ {
+		var wg sync.WaitGroup
+		proposal += k * fenceModulus
+		for _, c := range clients {
+			c.proposed.Store(proposal) // both Clients propose the same tokens
+		}
+		for i := range k {
+			c := clients[i%2]
+			wg.Go(func() {
 				l, err := c.TryLock(t.Context(), "k")
 				if err != nil {
-					continue // a larger token was written back first
+					return // a larger token was written back first
 				}
 				mu.Lock()
 				seen[l.Fence()]++
+				grants++
 				mu.Unlock()
-			}
-		})
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	if len(seen) < 50 {
-		t.Fatalf("only %d grants: the test did not make holders overlap", len(seen))
+	if grants < want {
+		t.Fatalf("only %d grants in 1000 rounds of %d overlapping TryLocks", grants, k)
 	}
 	for f, n := range seen {
 		if n > 1 {
 			t.Fatalf("token %d handed out %d times", f, n)
 		}
+	}
+}
+
+// barrier holds callers until k of them wait, then lets those k go; once
+// opened, it holds nobody.
+type barrier struct {
+	mu     sync.Mutex
+	k, n   int
+	gate   chan struct{}
+	opened bool
+}
+
+func (b *barrier) wait() {
+	b.mu.Lock()
+	if b.opened {
+		b.mu.Unlock()
+		return
+	}
+	if b.gate == nil {
+		b.gate = make(chan struct{})
+	}
+	g := b.gate
+	if b.n++; b.n == b.k {
+		close(g)
+		b.gate, b.n = nil, 0
+	}
+	b.mu.Unlock()
+	<-g
+}
+
+// open lets every caller go, now and later.
+func (b *barrier) open() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.opened = true
+	if b.gate != nil {
+		close(b.gate)
+		b.gate, b.n = nil, 0
 	}
 }
 
