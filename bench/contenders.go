@@ -17,8 +17,9 @@ import (
 )
 
 // A contender is one library in one configuration. Each instance it builds
-// has its own go-redis clients (default options, as a service would start
-// with), so instances behave like separate processes.
+// has its own go-redis clients (with the options its library's docs give:
+// redlock's README options, go-redis's defaults for the others), so
+// instances behave like separate processes.
 type contender struct {
 	Name  string // as printed: "redlock, 5 nodes"
 	Lib   string // floor, redislock, redsync, redlock (the chart's colour)
