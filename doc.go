@@ -45,8 +45,10 @@
 // it is released (Unlock), when it expires (its validity ran out, or its
 // key vanished from a node that granted it), or when it is taken over
 // (another token holds the key on such a node). [Lock.Done] is closed when
-// it ends, for whatever reason, and [Lock.Err] says which. docs/design.md
-// opens with this glossary.
+// it ends, for whatever reason, and [Lock.Err] says which. Both look at the
+// clock first, as does the context [Client.Do] gives the work: a process
+// resumed after a pause past the lock's end sees the end at its first
+// look. docs/design.md opens with this glossary.
 //
 // # Node clients
 //
