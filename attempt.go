@@ -462,6 +462,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 		acquired: a.start, ttl: ttl, until: a.start.Add(ttl - drift(ttl, c.cfg.drift)),
 		nodes: make([]nodeRecord, len(c.nodes)),
 	}
+	l.noteEnd()
 	var refused []node // that keep our place in the queue
 	for i, res := range a.r.results {
 		// Guarded grants too: the key there is ours.

@@ -73,6 +73,9 @@ func (l *Lock) Done() <-chan struct{} {
 // validity has run out (with auto-extension, TTL/10 before), whether or
 // not Done was ever called.
 func (l *Lock) Err() error {
+	if l.live() {
+		return nil
+	}
 	l.look()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -86,6 +89,9 @@ func (l *Lock) Err() error {
 // ended by another goroutine waits until that is done, so that when it
 // returns Done is closed and the work's context cancelled.
 func (l *Lock) look() {
+	if l.live() {
+		return
+	}
 	l.mu.Lock()
 	due := l.endErr == nil && !l.released && !time.Now().Before(l.endPoint())
 	ending := l.endErr != nil && !l.doneShut
@@ -109,6 +115,16 @@ func (l *Lock) endPoint() time.Time {
 	}
 	return l.until
 }
+
+// live is a look's fast path, without the mutex: the lock has not ended,
+// and the clock is before its end point.
+func (l *Lock) live() bool {
+	return !l.over.Load() && time.Since(l.acquired) < time.Duration(l.endAfter.Load())
+}
+
+// noteEnd keeps the fast path's copy of the end point in step with until;
+// callers hold l.mu.
+func (l *Lock) noteEnd() { l.endAfter.Store(int64(l.endPoint().Sub(l.acquired))) }
 
 // endState returns the lock's end point, and whether it has ended.
 func (l *Lock) endState() (time.Time, bool) {
@@ -137,6 +153,7 @@ func (l *Lock) claimEnd(err error) bool {
 		return false
 	}
 	l.endErr = err
+	l.over.Store(true)
 	return true
 }
 

@@ -186,3 +186,45 @@ func TestExpiredPlainLockLooks(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLook: what a look costs work that polls its context (Err of
+// the context Do gives it, which looks at the lock first) beside a plain
+// cancellable context's Err, and Lock.Err.
+func BenchmarkLook(b *testing.B) {
+	c := newTestClient(b, newFakeNodes(3))
+	b.Run("context=plain", func(b *testing.B) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = ctx.Err()
+		}
+	})
+	b.Run("context=Do", func(b *testing.B) {
+		err := c.Do(context.Background(), "k", func(ctx context.Context) error {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.Run("Lock.Err", func(b *testing.B) {
+		l, err := c.TryLock(context.Background(), "k2")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = l.Unlock(context.Background()) }()
+		b.ReportAllocs()
+		for b.Loop() {
+			if l.Err() != nil {
+				b.Fatal(l.Err())
+			}
+		}
+	})
+}

@@ -24,6 +24,7 @@ func (l *Lock) startExtending() {
 		l.done = make(chan struct{})
 	}
 	l.runOut = errNotExtended
+	l.noteEnd() // TTL/10 earlier now
 	l.mu.Unlock()
 	go l.extendLoop(l.ext)
 }

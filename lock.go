@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,10 @@ type Lock struct {
 	serial sync.Mutex // one Extend or Unlock at a time
 	ext    *extender  // auto-extension, if any; set before the lock is shared
 	ending sync.Mutex // held while the lock is being ended (see look)
+	// A look's fast path (see look): the end point as a duration since
+	// acquired, kept with until; and whether the lock has ended.
+	endAfter atomic.Int64
+	over     atomic.Bool
 
 	mu       sync.Mutex // guards the fields below
 	ttl      time.Duration
@@ -127,6 +132,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
 		l.mu.Lock()
 		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
+		l.noteEnd()
 		if l.timer != nil {
 			l.timer.Reset(l.until.Sub(time.Now()))
 		}
@@ -427,6 +433,7 @@ func (l *Lock) invalidate(released bool) {
 	defer l.mu.Unlock()
 	if now := time.Now(); l.until.After(now) {
 		l.until = now
+		l.noteEnd()
 	}
 	l.released = l.released || released
 }
