@@ -251,17 +251,13 @@ func TestElectionLeaderUndecided(t *testing.T) {
 		// One node holds a leader's key, one none, one hangs: the hung one
 		// may hold it too, so nobody can tell. With no key on two nodes,
 		// there is no leader, whatever the hung one holds.
-		fakes[1].mu.Lock()
-		delete(fakes[1].keys, e.rkey)
-		fakes[1].mu.Unlock()
+		fakes[1].del(e.rkey)
 		hung := make(chan struct{})
 		fakes[2].setGate(hung)
 		_, err = e.Leader(ctx)
 		require.ErrorIs(t, err, ErrNotObtained)
 		require.NotErrorIs(t, err, ErrNoLeader)
-		fakes[0].mu.Lock()
-		delete(fakes[0].keys, e.rkey)
-		fakes[0].mu.Unlock()
+		fakes[0].del(e.rkey)
 		start = time.Now()
 		_, err = e.Leader(ctx)
 		require.ErrorIs(t, err, ErrNoLeader)
@@ -288,9 +284,7 @@ func TestLeadRecampaigns(t *testing.T) {
 			}
 			// Someone deletes the key: the next extension finds it gone.
 			for _, f := range fakes {
-				f.mu.Lock()
-				delete(f.keys, e.rkey)
-				f.mu.Unlock()
+				f.del(e.rkey)
 			}
 			<-ctx.Done()
 			require.ErrorIs(t, context.Cause(ctx), ErrExpired)
@@ -303,9 +297,7 @@ func TestLeadRecampaigns(t *testing.T) {
 
 		err = e.Lead(ctx, "v", func(ctx context.Context, ld *Leadership) error {
 			for _, f := range fakes {
-				f.mu.Lock()
-				delete(f.keys, e.rkey)
-				f.mu.Unlock()
+				f.del(e.rkey)
 			}
 			<-ctx.Done()
 			return nil
@@ -325,9 +317,7 @@ func TestLeadAfterFailedAnnouncement(t *testing.T) {
 		for _, f := range fakes {
 			f.hold = func(o *op) {
 				if o.kind == opProclaim && proclaims.Add(1) <= 3 {
-					f.mu.Lock()
-					delete(f.keys, o.key) // the first announcement finds nothing
-					f.mu.Unlock()
+					f.del(o.key) // the first announcement finds nothing
 				}
 			}
 		}

@@ -63,9 +63,7 @@ func testRestartGuard(t *testing.T) {
 	}
 	time.Sleep(time.Minute)
 	for _, f := range fakes {
-		f.mu.Lock()
-		delete(f.keys, "redlock:{k}")
-		f.mu.Unlock()
+		f.del("redlock:{k}")
 	}
 	fakes[1].setErr(errFakeDown) // only {0, 2}: node 0 must count
 	c := newTestClient(t, fakes, WithRestartGuard(time.Minute))

@@ -138,9 +138,7 @@ func TestDeadWaiterBlocksOnlyItsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		for _, f := range fakes {
-			f.mu.Lock()
 			f.enqueue("redlock:{k}", &place{id: "dead.1", ticket: 1, lease: 300 * time.Millisecond})
-			f.mu.Unlock()
 		}
 		var attempts atomic.Int32
 		c := newTestClient(t, fakes, WithObserver(func(e Event) {

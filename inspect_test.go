@@ -79,11 +79,7 @@ func TestInspectQueue(t *testing.T) {
 		// A place that lapses (its Lock gone without leaving) is not
 		// counted once its lease is over.
 		for _, f := range fakes {
-			f.mu.Lock()
-			p := f.queues[holder.redisKey("k")][first]
-			p.until = time.Now().Add(time.Millisecond)
-			f.queues[holder.redisKey("k")][first] = p
-			f.mu.Unlock()
+			f.setLease(holder.redisKey("k"), first, time.Millisecond)
 		}
 		time.Sleep(2 * time.Millisecond)
 		s, err = holder.Inspect(t.Context(), "k")

@@ -232,9 +232,7 @@ func TestEndRace(t *testing.T) {
 			require.Error(t, l.Err(), "Err is nil after the lock ended")
 			c.bg.Wait()
 			for _, f := range fakes {
-				f.mu.Lock()
-				delete(f.keys, "redlock:{k}")
-				f.mu.Unlock()
+				f.del("redlock:{k}")
 			}
 		}
 	})

@@ -132,8 +132,8 @@ func TestMutualExclusionFakes(t *testing.T) {
 }
 
 // BenchmarkLockUnlock measures the library's own cost per Lock+Unlock cycle
-// over in-memory nodes; round trips to real Redis are benchmarked in
-// integration/.
+// over instant nodes (they run nothing); round trips to real Redis are
+// benchmarked in integration/.
 //
 // nodes=5/observer adds an observer that does nothing, to show what events
 // cost; without one there is no timing and no event.
@@ -149,7 +149,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 		{"nodes=5/observer", 5, []Option{WithObserver(Observer(func(Event) {}))}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c := newTestClient(b, newFakeNodes(tc.n), tc.opts...)
+			c := newBenchClient(b, tc.n, tc.opts...)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

@@ -163,9 +163,7 @@ func TestRWMutexReaderLifecycle(t *testing.T) {
 		}))
 		err = m.RDo(ctx, func(ctx context.Context) error {
 			for _, f := range fakes {
-				f.mu.Lock()
-				clear(f.readers[c.redisKey("rw:doc")])
-				f.mu.Unlock()
+				f.del(c.redisKey("rw:doc") + ":readers")
 			}
 			<-ctx.Done()
 			require.ErrorIs(t, context.Cause(ctx), ErrExpired)
@@ -286,9 +284,7 @@ func TestCloseReleasesEveryKind(t *testing.T) {
 				_, held := f.value(c.redisKey(k))
 				require.False(t, held, "node %d still holds %s after Close", i, k)
 			}
-			f.mu.Lock()
-			require.Empty(t, f.readers[c.redisKey("rw:doc")], "node %d still has the reader", i)
-			f.mu.Unlock()
+			require.Zero(t, f.readers(c.redisKey("rw:doc")), "node %d still has the reader", i)
 		}
 		mu.Lock()
 		defer mu.Unlock()

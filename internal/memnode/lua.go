@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -25,14 +26,19 @@ type script struct {
 	proto *lua.FunctionProto
 }
 
-// engine is the node's Lua state; it runs under the node's lock.
+// engine is a Lua state, lent to one node's script at a time (the node's
+// lock held): a script cannot keep state between runs (no globals), so
+// nodes share a pool of them, and a test that makes thousands of nodes
+// makes few.
 type engine struct {
 	L    *lua.LState
 	node *Node
 }
 
-func newEngine(n *Node) *engine {
-	L := lua.NewState(lua.Options{SkipOpenLibs: true})
+var engines = sync.Pool{New: func() any { return newEngine() }}
+
+func newEngine() *engine {
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 64, RegistrySize: 1024, RegistryMaxSize: 1 << 20, MinimizeStackMemory: true})
 	for _, lib := range []struct {
 		name string
 		open lua.LGFunction
@@ -41,7 +47,7 @@ func newEngine(n *Node) *engine {
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
 	}
-	e := &engine{L: L, node: n}
+	e := &engine{L: L}
 	r := L.NewTable()
 	L.SetField(r, "call", L.NewFunction(func(L *lua.LState) int { return e.call(L, false) }))
 	L.SetField(r, "pcall", L.NewFunction(func(L *lua.LState) int { return e.call(L, true) }))
@@ -113,10 +119,22 @@ func (n *Node) eval(a []string, bySHA bool) reply {
 	case numkeys > len(a)-2:
 		return Error("ERR Number of keys can't be greater than number of args")
 	}
-	return n.engine.run(s, a[2:2+numkeys], a[2+numkeys:])
+	e := engines.Get().(*engine)
+	defer engines.Put(e)
+	e.node = n
+	defer func() { e.node = nil }()
+	return e.run(s, a[2:2+numkeys], a[2+numkeys:])
 }
 
+// compiled holds every script compiled in the process, by source: byte
+// code is read-only, and gopher-lua lets LStates share it, so a test that
+// makes thousands of nodes compiles each script once.
+var compiled sync.Map // string → *script
+
 func compile(src string) (*script, error) {
+	if s, ok := compiled.Load(src); ok {
+		return s.(*script), nil
+	}
 	chunk, err := parse.Parse(strings.NewReader(src), "@user_script")
 	if err != nil {
 		return nil, err
@@ -125,7 +143,8 @@ func compile(src string) (*script, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &script{proto: proto}, nil
+	s, _ := compiled.LoadOrStore(src, &script{proto: proto})
+	return s.(*script), nil
 }
 
 // run runs a compiled script with KEYS and ARGV, and converts what it

@@ -29,7 +29,6 @@ type Node struct {
 	mu      sync.Mutex
 	keys    map[string]*entry
 	scripts map[string]*script // by SHA1, hex
-	engine  *engine
 	name    string // memnodeN; the run_id is name-runK after K restarts
 	runID   string
 	// The clock: the node's time is base + skew + (time.Now − base) × rate.
@@ -59,7 +58,6 @@ func New() *Node {
 	n := &Node{keys: map[string]*entry{}, scripts: map[string]*script{}, base: time.Now(), rate: 1, subs: map[int]subscriber{}}
 	n.name = fmt.Sprintf("memnode%d", ids.Add(1))
 	n.runID = n.name + "-run0"
-	n.engine = newEngine(n)
 	return n
 }
 
