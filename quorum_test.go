@@ -236,7 +236,7 @@ func (n instantNode) start(c call) { go c.r.deliver(c.i, n.do(c.ctx, c.o)) }
 
 // do answers at once, for the errgroup fan-out that calls nodes directly.
 func (instantNode) do(context.Context, *op) result { return result{status: statusOK} }
-func (n instantNode) name() string { return n.id }
+func (n instantNode) name() string                 { return n.id }
 func (instantNode) watch(_ string, _ func(string, string), ready func()) func() {
 	ready()
 	return func() {}

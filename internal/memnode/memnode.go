@@ -29,7 +29,7 @@ type Node struct {
 	mu      sync.Mutex
 	keys    map[string]*entry
 	scripts map[string]*script // by SHA1, hex
-	name    string // memnodeN; the run_id is name-runK after K restarts
+	name    string             // memnodeN; the run_id is name-runK after K restarts
 	runID   string
 	// The clock: the node's time is base + skew + (time.Now − base) × rate.
 	base time.Time
@@ -161,6 +161,9 @@ func (n *Node) SetClockRate(rate float64) {
 // now is the node's time; callers hold n.mu.
 func (n *Node) now() time.Time {
 	real := time.Now()
+	if n.rate == 1 && n.skew == 0 {
+		return real
+	}
 	return n.base.Add(n.skew + time.Duration(float64(real.Sub(n.base))*n.rate))
 }
 
