@@ -5,7 +5,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test test-docker bench bench-go chaos redis-server
+.PHONY: demo test test-docker bench bench-go chaos sim redis-server
 
 # Needs nothing but Go: embedded nodes unless redis-server is installed.
 demo:
@@ -21,6 +21,11 @@ PKGS = github.com/redlock-go/redlock/...
 test: redis-server
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=1000 .
+
+# The simulator's long profile: 50,000 seeds (about 35 minutes on 2 cores).
+sim:
+	$(GO) test -count=1 -timeout 120m -run 'TestSimulation$$' -sim.seeds=50000 .
 
 # The integration suite's fault tests on containers through testcontainers
 # (REDLOCK_BACKEND=docker; see docs/testing.md): needs a Docker engine, and

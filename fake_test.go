@@ -27,15 +27,17 @@ type fakeNode struct {
 	index int
 	mem   *memnode.Node
 
-	mu               sync.Mutex
-	err              error         // every call fails with it
-	gate             chan struct{} // calls wait for it to close, ignoring ctx like go-redis without ContextTimeoutEnabled
-	delay            time.Duration // every call takes this long, ignoring ctx: a slow node
-	acqGate          chan struct{} // acquires (only) wait for it to close
-	amnesia          bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
-	noNotices        bool          // the node's notices reach nobody
-	releaseErrs      []error       // ctx.Err() seen by each release call
-	lenientWriteBack bool          // fence write-backs run lenientWriteBackSrc (the canary's mutant)
+	mu          sync.Mutex
+	err         error         // every call fails with it
+	gate        chan struct{} // calls wait for it to close, ignoring ctx like go-redis without ContextTimeoutEnabled
+	delay       time.Duration // every call takes this long, ignoring ctx: a slow node
+	acqGate     chan struct{} // acquires (only) wait for it to close
+	amnesia     bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
+	noNotices   bool          // the node's notices reach nobody
+	releaseErrs []error       // ctx.Err() seen by each release call
+	// variant, if set, may name another script source for an op: a mutant
+	// (see lenientWriteBack and sim_mutants_test.go); "" runs the op's own.
+	variant func(o *op) string
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
 	hold func(o *op)
@@ -110,14 +112,16 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 		return result{err: err}
 	}
 	n.mu.Lock()
-	amnesia, lenient := n.amnesia, n.lenientWriteBack
+	amnesia, variant := n.amnesia, n.variant
 	n.mu.Unlock()
 	if amnesia && isAcquire(o.kind) {
 		n.mem.Do(append([]any{"DEL"}, o.lockKeys()...)...)
 	}
 	args := o.nodeArgs(n.index)
-	if lenient && o.kind == opFenceWrite {
-		args = slicesWith(o.evalArgs(n.index), 1, lenientWriteBackSrc)
+	if variant != nil {
+		if src := variant(o); src != "" {
+			args = slicesWith(o.evalArgs(n.index), 1, src)
+		}
 	}
 	r := n.mem.Do(args...)
 	if e, ok := r.(memnode.Error); ok && isNoScript(e) {
@@ -156,9 +160,16 @@ func slicesWith(s []any, i int, v any) []any {
 	return s
 }
 
-// lenientWriteBackSrc is the fence write-back as it was before 2026-11-23:
-// acknowledged whatever token holds the lock keys. The canary that shows
-// why it must not be so runs it.
+// lenientWriteBack is a variant (see fakeNode.variant): the fence
+// write-back as it was before 2026-11-23, acknowledged whatever token holds
+// the lock keys. The canary that shows why it must not be so runs it.
+func lenientWriteBack(o *op) string {
+	if o.kind == opFenceWrite {
+		return lenientWriteBackSrc
+	}
+	return ""
+}
+
 var lenientWriteBackSrc = strings.NewReplacer(
 	"ours = false", "ours = true",
 	"elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\\0' then\n\t\treturn -1\n", "",

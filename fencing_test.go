@@ -106,7 +106,10 @@ func testFencingUnique(t *testing.T, lenient bool) {
 	fakes := newFakeNodes(5)
 	barriers := make([]*barrier, len(fakes))
 	for i, f := range fakes {
-		f.amnesia, f.lenientWriteBack = true, lenient
+		f.amnesia = true
+		if lenient {
+			f.variant = lenientWriteBack
+		}
 		b := &barrier{k: k}
 		barriers[i] = b
 		f.hold = func(o *op) {
@@ -299,7 +302,9 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 		fakes[i].set("redlock:{k}:fence", "1000000000000000", -1)
 	}
 	for _, f := range fakes {
-		f.lenientWriteBack = lenient
+		if lenient {
+			f.variant = lenientWriteBack
+		}
 	}
 	g := gates{}
 	for _, i := range []int{0, 1, 4} {
