@@ -51,18 +51,22 @@ const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1
 
 // mutants is the catalogue: each must be caught by the simulator within
 // its seed budget. Not in it yet, because the simulator does not catch
-// them (docs/testing.md): an extend that re-creates an expired key (it
-// takes a key lost while another holds the lock, and a holder extending
-// after its validity), a lenient fence write-back (it takes the canary's
-// schedule), and the mutants of the library's own code (drift left out,
-// validity measured from the reply, the queue gate skipped, the bugs fixed
-// before).
+// them (docs/testing.md): a lenient fence write-back (it takes the
+// canary's schedule), and the mutants of the library's own code (drift
+// left out, validity measured from the reply, the queue gate skipped, the
+// bugs fixed before).
 var mutants = []mutant{
 	scriptMutant("release without its token check: deletes whoever holds the key", releaseSrc, tokenCheck, ""),
+	scriptMutant("extend re-creates an expired key", extendSrc,
+		"if not v then return 0 end", "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"),
 	scriptMutant("acquire takes a held key", acquireSrc,
 		"local v = redis.call('GET', KEYS[1])", "local v = false"),
 	scriptMutant("fenced acquire hands out the counter unchanged", acquireFencedSrc,
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
+	scriptMutant("a set is granted where only its last key is free", acquireMultiSrc,
+		"local refused, again = free()", "local refused, again = nil, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
+	scriptMutant("a reader is admitted beside a writer", readAcquireSrc,
+		"local v = redis.call('GET', KEYS[1])\nif v then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }
 
 var simBudget = flag.Int("sim.budget", 300, "seeds TestSimulationMutants gives each mutant")

@@ -49,7 +49,11 @@ func TestSimulation(t *testing.T) {
 			t.Parallel()
 			for seed := first + shard; seed < first+n; seed += shards {
 				var sim *simRun
+				began := time.Now()
 				synctest.Test(t, func(t *testing.T) { sim = runSim(t, seed, noMutant) })
+				if took := time.Since(began); took > 2*time.Second {
+					t.Logf("seed %d took %v: %s", seed, took.Round(time.Millisecond), sim.summary())
+				}
 				if v := sim.violations(); len(v) > 0 {
 					t.Fatalf("seed %d: %s\nrun it alone: go test -run TestSimulation -sim.seed=%d -v .\n%s", seed, strings.Join(v, "\n"), seed, sim.around(v))
 				}
@@ -68,7 +72,8 @@ type simRun struct {
 	mutant  mutant
 	ttl     time.Duration
 	nodes   []*fakeNode
-	cuts    []*atomic.Bool // per Client: cut off from every node
+	latency []time.Duration // per node: how long it takes to answer
+	cuts    []*atomic.Bool  // per Client: cut off from every node
 	clients []*Client
 	begin   time.Time
 	end     time.Time // workers start nothing after it
@@ -144,7 +149,13 @@ func runSim(t *testing.T, seed uint64, m mutant) *simRun {
 	s.ttl = time.Duration(200+rng.IntN(1800)) * time.Millisecond
 	s.end = s.begin.Add(8 * s.ttl)
 	s.nodes = newFakeNodes(3 + 2*rng.IntN(3))
-	for _, f := range s.nodes {
+	s.latency = make([]time.Duration, len(s.nodes))
+	for i, f := range s.nodes {
+		// Every node takes a while to answer, as a real one does: with
+		// instant answers a round lasts no time, and a retry paced in
+		// rounds (a split vote's) would spin.
+		s.latency[i] = time.Duration(50+rng.IntN(950)) * time.Microsecond
+		f.delay = s.latency[i]
 		m.applyNode(f)
 	}
 	var wg sync.WaitGroup
@@ -180,93 +191,6 @@ func runSim(t *testing.T, seed uint64, m mutant) *simRun {
 		_ = c.Close(context.Background())
 	}
 	return s
-}
-
-// simKeys are the keys workers contend for.
-var simKeys = []string{"a", "b", "c"}
-
-// work is one worker: until the run's end, it takes a lock one way or
-// another, holds it for a while, and releases it.
-func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
-	for time.Now().Before(s.end) {
-		key := simKeys[rng.IntN(len(simKeys))]
-		var opts []Option
-		if rng.IntN(3) == 0 {
-			opts = append(opts, WithFencing())
-		}
-		hold := time.Duration(rng.Int64N(int64(s.ttl)))
-		switch rng.IntN(4) {
-		case 0:
-			s.doWork(c, who, key, hold, opts)
-		case 1:
-			l, err := c.TryLock(context.Background(), key, opts...)
-			s.holdFor(who, l, err, hold, rng)
-		default:
-			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Int64N(int64(3*s.ttl))))
-			l, err := c.Lock(ctx, key, opts...)
-			cancel()
-			s.holdFor(who, l, err, hold, rng)
-		}
-		time.Sleep(time.Duration(rng.Int64N(int64(s.ttl / 8))))
-	}
-}
-
-// holdFor holds l (if err is nil) for up to hold, extending it now and
-// then while it is valid, and releases it, with a cooldown at times. Now
-// and then the holder is paused past its validity, as a process can be,
-// and then extends the lock or releases it: whatever it held is recorded
-// up to its validity's end, and a successful extension starts a new
-// holding.
-func (s *simRun) holdFor(who string, l *Lock, err error, hold time.Duration, rng *rand.Rand) {
-	if err != nil {
-		return
-	}
-	held := func(from, to time.Time) {
-		s.record(simHolding{keys: l.Keys(), who: who, token: l.Token(), fence: l.Fence(), from: from, to: to})
-	}
-	from := time.Now()
-	deadline := from.Add(hold)
-	for step := s.ttl / 4; ; {
-		if !time.Now().Before(deadline) {
-			held(from, earliest(time.Now(), l.validUntil()))
-			break
-		}
-		if rng.IntN(8) == 0 { // paused past the validity
-			time.Sleep(l.Validity() + time.Duration(rng.Int64N(int64(s.ttl))))
-			held(from, l.validUntil())
-			if rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil {
-				break
-			}
-			from = time.Now() // extended after its end: a holding anew
-			continue
-		}
-		if l.Validity() <= step && (rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil) {
-			held(from, earliest(time.Now(), l.validUntil()))
-			break
-		}
-		time.Sleep(step)
-	}
-	var cooldown time.Duration
-	if rng.IntN(5) == 0 {
-		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
-	}
-	_ = l.UnlockAfter(context.Background(), cooldown)
-}
-
-// doWork runs Do for hold, the work looking at its context every TTL/10.
-func (s *simRun) doWork(c *Client, who, key string, hold time.Duration, opts []Option) {
-	_ = c.Do(context.Background(), key, func(ctx context.Context) error {
-		from := time.Now()
-		live := from // the last look that found the context live: the work relied on the lock until then
-		for deadline := from.Add(hold); time.Now().Before(deadline); live = time.Now() {
-			time.Sleep(s.ttl / 10)
-			if ctx.Err() != nil {
-				break
-			}
-		}
-		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: live})
-		return nil
-	}, opts...)
 }
 
 // injectFaults injects the run's faults, one at a time at random times,
@@ -311,7 +235,7 @@ func (s *simRun) fault(rng *rand.Rand) {
 		f.delay = s.ttl / 20
 		f.mu.Unlock()
 		s.logf("node %d slow for %v", i, d)
-		time.AfterFunc(d, func() { f.mu.Lock(); f.delay = 0; f.mu.Unlock() })
+		time.AfterFunc(d, func() { f.mu.Lock(); f.delay = s.latency[i]; f.mu.Unlock() })
 	case 4: // a clock off by up to half the drift factor
 		rate := 1 + (rng.Float64()-0.5)*defaultDriftFactor
 		f.mem.SetClockRate(rate)

@@ -1,0 +1,146 @@
+package redlock
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// The simulator's workloads: what a worker does.
+
+// simKeys are the keys workers contend for.
+var simKeys = []string{"a", "b", "c"}
+
+// work is one worker: until the run's end, it takes a lock one way or
+// another (a key alone, with Lock, TryLock or Do; two keys at once; a
+// read-write lock's either side; a semaphore's permit; an election's
+// leadership), holds it for a while, and releases it.
+func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
+	for time.Now().Before(s.end) {
+		key := simKeys[rng.IntN(len(simKeys))]
+		var opts []Option
+		if rng.IntN(3) == 0 {
+			opts = append(opts, WithFencing())
+		}
+		hold := time.Duration(rng.Int64N(int64(s.ttl)))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Int64N(int64(3*s.ttl))))
+		switch rng.IntN(10) {
+		case 0, 1:
+			s.doWork(c, who, key, hold, opts)
+		case 2:
+			l, err := c.TryLock(ctx, key, opts...)
+			s.holdFor(who, l, err, false, hold, rng)
+		case 3, 4:
+			l, err := c.Lock(ctx, key, opts...)
+			s.holdFor(who, l, err, false, hold, rng)
+		case 5:
+			other := simKeys[(slices.Index(simKeys, key)+1+rng.IntN(len(simKeys)-1))%len(simKeys)]
+			m, err := c.MultiLock([]string{key, other}, opts...)
+			if err == nil {
+				l, err := m.Lock(ctx)
+				s.holdFor(who+"(set)", l, err, false, hold, rng)
+			}
+		case 6:
+			m, err := c.RWMutex("d", opts...)
+			if err == nil && rng.IntN(2) == 0 {
+				l, err := m.RLock(ctx)
+				s.holdFor(who+"(read)", l, err, true, hold, rng)
+			} else if err == nil {
+				l, err := m.Lock(ctx)
+				s.holdFor(who+"(write)", l, err, false, hold, rng)
+			}
+		case 7:
+			sem, err := c.Semaphore("s", 2, opts...)
+			if err == nil {
+				l, err := sem.Acquire(ctx)
+				s.holdFor(who+"(permit)", l, err, false, hold, rng)
+			}
+		case 8:
+			s.lead(ctx, c, who, hold)
+		default:
+			time.Sleep(time.Duration(rng.Int64N(int64(s.ttl / 8))))
+		}
+		cancel()
+	}
+}
+
+// lead campaigns in the run's election for as long as ctx allows, and
+// leads for hold: its term is the holding's fencing token.
+func (s *simRun) lead(ctx context.Context, c *Client, who string, hold time.Duration) {
+	e, err := c.Election("e")
+	if err != nil {
+		return
+	}
+	_ = e.Lead(ctx, who, func(ctx context.Context, ld *Leadership) error {
+		from := time.Now()
+		live := s.workFor(ctx, from, hold)
+		s.record(simHolding{keys: []string{"election:e"}, who: who + "(leader)", token: ld.Lock().Token(), fence: ld.Term(), from: from, to: live})
+		return nil
+	})
+}
+
+// workFor works under ctx from from for up to hold, looking at ctx every
+// TTL/10, and returns the last time a look found it live: the work relied
+// on its lock until then.
+func (s *simRun) workFor(ctx context.Context, from time.Time, hold time.Duration) time.Time {
+	live := from
+	for deadline := from.Add(hold); time.Now().Before(deadline); live = time.Now() {
+		time.Sleep(s.ttl / 10)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return live
+}
+
+// holdFor holds l (if err is nil) for up to hold, extending it now and
+// then while it is valid, and releases it, with a cooldown at times. Now
+// and then the holder is paused past its validity, as a process can be,
+// and then extends the lock or releases it: whatever it held is recorded
+// up to its validity's end, and a successful extension starts a new
+// holding.
+func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.Duration, rng *rand.Rand) {
+	if err != nil {
+		return
+	}
+	held := func(from, to time.Time) {
+		s.record(simHolding{keys: l.Keys(), reader: reader, who: who, token: l.Token(), fence: l.Fence(), from: from, to: to})
+	}
+	from := time.Now()
+	deadline := from.Add(hold)
+	for step := s.ttl / 4; ; {
+		if !time.Now().Before(deadline) {
+			held(from, earliest(time.Now(), l.validUntil()))
+			break
+		}
+		if rng.IntN(8) == 0 { // paused past the validity
+			time.Sleep(l.Validity() + time.Duration(rng.Int64N(int64(s.ttl))))
+			held(from, l.validUntil())
+			if rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil {
+				break
+			}
+			from = time.Now() // extended after its end: a holding anew
+			continue
+		}
+		if l.Validity() <= step && (rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil) {
+			held(from, earliest(time.Now(), l.validUntil()))
+			break
+		}
+		time.Sleep(step)
+	}
+	var cooldown time.Duration
+	if rng.IntN(5) == 0 {
+		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
+	}
+	_ = l.UnlockAfter(context.Background(), cooldown)
+}
+
+// doWork runs Do for hold, the work looking at its context every TTL/10.
+func (s *simRun) doWork(c *Client, who, key string, hold time.Duration, opts []Option) {
+	_ = c.Do(context.Background(), key, func(ctx context.Context) error {
+		from := time.Now()
+		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: s.workFor(ctx, from, hold)})
+		return nil
+	}, opts...)
+}
