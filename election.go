@@ -450,9 +450,9 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 // before it could have run out, or when the Client is closed (cause
 // [ErrClosed]); fn must then stop. Its Err and Done look at the clock (as
 // [Lock.Err] does), so a leader resumed after a pause past that point
-// finds its context cancelled at its first look. Lead returns fn's error joined with the
-// leadership's: the campaign's error, why it was lost, or the
-// resignation's.
+// finds its context cancelled at its first look. Lead returns fn's error
+// joined with the leadership's: the campaign's error, why it was lost, or
+// the resignation's.
 //
 // With [WithRecampaign], a lost leadership is followed by a new campaign
 // (and fn runs again, in a new term) until ctx ends, fn returns while
