@@ -16,6 +16,7 @@ package memnode
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,6 +127,20 @@ func toArg(a any) string {
 		return a.String()
 	}
 	return fmt.Sprint(a)
+}
+
+// Keys returns the keys that live on the node now, sorted.
+func (n *Node) Keys() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var keys []string
+	for k := range n.keys {
+		if n.live(k) != nil {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // RunID returns the node's run_id, as INFO server reports it: new after

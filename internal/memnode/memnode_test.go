@@ -1,6 +1,7 @@
 package memnode
 
 import (
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,5 +102,21 @@ func TestPublishAndFaults(t *testing.T) {
 		n.SetClockRate(10)
 		time.Sleep(101 * time.Millisecond)
 		require.Nil(t, n.Do("GET", "k"), "a clock 10 times fast expires 1 s in 100 ms")
+	})
+}
+
+func TestKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := New()
+		n.Do("SET", "b", "1", "PX", 10)
+		n.Do("SET", "a", "1")
+		n.Do("ZADD", "z", 1, "m")
+		if got := n.Keys(); !slices.Equal(got, []string{"a", "b", "z"}) {
+			t.Fatalf("Keys() = %q", got)
+		}
+		time.Sleep(11 * time.Millisecond)
+		if got := n.Keys(); !slices.Equal(got, []string{"a", "z"}) {
+			t.Fatalf("after b expired: Keys() = %q", got)
+		}
 	})
 }
