@@ -22,6 +22,7 @@ test: redis-server
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=1000 .
+	$(GO) test -count=1 -tags redlock_mutants -run 'TestSimulationMutants' .
 
 # The simulator's long profile: 50,000 seeds (about 35 minutes on 2 cores).
 sim:

@@ -407,6 +407,9 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge, detach: true}
 	a.start = time.Now()
 	a.r = c.send(ctx, req)
+	if mutated(mutValidityFromReply) {
+		a.start = time.Now()
+	}
 	a.won = a.r.tally.won()
 	if a.won && o.kind == opAcquireFenced {
 		// A majority that took our proposal holds it already: it is the
@@ -460,7 +463,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	l := &Lock{
 		c: c, target: a.target, token: a.token, cfg: *a.lc, fence: a.fence,
 		acquired: a.start, ttl: ttl, until: a.start.Add(ttl - drift(ttl, c.cfg.drift)),
-		nodes: make([]nodeRecord, len(c.nodes)),
+		nodes: make([]nodeRecord, len(c.nodes)), serial: make(chan struct{}, 1),
 	}
 	l.noteEnd()
 	var refused []node // that keep our place in the queue

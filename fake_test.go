@@ -41,6 +41,9 @@ type fakeNode struct {
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
 	hold func(o *op)
+	// ran, if set, is called after every op the node ran (not one it
+	// dropped or failed). Set it before the node is used.
+	ran func(o *op)
 
 	calls   atomic.Int32
 	extends atomic.Int32
@@ -69,7 +72,20 @@ func (n *fakeNode) name() string { return n.id }
 // Virtual time does not move while a call is runnable, so timings hold.
 var fakeYield = flag.Bool("fakeyield", false, "fake nodes yield a random number of times before each call (slow: about 15x)")
 
-func (n *fakeNode) start(c call) {
+func (n *fakeNode) start(c call) { n.startPaused(c, 0, turn{}) }
+
+// turn keeps a connection's calls in order: a call runs on the node only
+// after the call before it (after closed), and closes done once it has.
+// The zero turn orders nothing.
+type turn struct {
+	after <-chan struct{}
+	done  chan struct{}
+}
+
+// startPaused runs the call as start does, in its turn, and holds its
+// reply back for pause: a client paused between sending and reading (the
+// node ran the call on time).
+func (n *fakeNode) startPaused(c call, pause time.Duration, t turn) {
 	go func() {
 		base := c.ctx
 		if c.detached { // as the stream: sent whatever becomes of c.ctx (fakes read no values)
@@ -82,14 +98,20 @@ func (n *fakeNode) start(c call) {
 				runtime.Gosched()
 			}
 		}
-		c.r.deliver(c.i, n.do(ctx, c.o))
+		res := n.do(ctx, &c, t)
+		time.Sleep(pause)
+		c.r.deliver(c.i, res)
 	}()
 }
 
 // do runs op o on the node, as a stream would: its arguments as encoded
 // (EVALSHA, then EVAL on NOSCRIPT), its reply decoded, an acquire's
 // result carrying the node's run_id.
-func (n *fakeNode) do(ctx context.Context, o *op) result {
+func (n *fakeNode) do(ctx context.Context, c *call, t turn) result {
+	if t.done != nil {
+		defer close(t.done)
+	}
+	o := c.o
 	if n.hold != nil {
 		n.hold(o)
 	}
@@ -111,6 +133,15 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	if err := n.enter(); err != nil {
 		return result{err: err}
 	}
+	if t.after != nil {
+		<-t.after
+	}
+	// The node's delay stands for the calls ahead of this one on the
+	// connection: a call that ended meanwhile (its context, unless
+	// detached, or its deadline) is dropped, not sent, as the stream drops it.
+	if c.ended() {
+		return result{err: c.notSent()}
+	}
 	n.mu.Lock()
 	amnesia, variant := n.amnesia, n.variant
 	n.mu.Unlock()
@@ -126,6 +157,9 @@ func (n *fakeNode) do(ctx context.Context, o *op) result {
 	r := n.mem.Do(args...)
 	if e, ok := r.(memnode.Error); ok && isNoScript(e) {
 		r = n.mem.Do(o.evalArgs(n.index)...)
+	}
+	if n.ran != nil {
+		n.ran(o)
 	}
 	cmd := redis.NewCmd(ctx)
 	switch r := r.(type) {

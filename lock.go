@@ -20,7 +20,11 @@ type Lock struct {
 	fence    int64      // fencing token, with WithFencing
 	acquired time.Time  // when the winning attempt started
 
-	serial sync.Mutex // one Extend or Unlock at a time
+	// serial lets one Extend or Unlock run at a time. A channel, not a
+	// sync.Mutex: it is held across a quorum round, and a goroutine blocked
+	// on a mutex is not durably blocked in a testing/synctest bubble, so a
+	// second Unlock (Close's, beside Do's) stopped the simulator's virtual time.
+	serial chan struct{}
 	ext    *extender  // auto-extension, if any; set before the lock is shared
 	ending sync.Mutex // held while the lock is being ended (see look)
 	// A look's fast path (see look): the end point as a duration since
@@ -120,7 +124,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.begin(ctx, "extend"); err != nil {
 		return err
 	}
-	defer l.serial.Unlock()
+	defer l.unserial()
 	start := time.Now()
 	// On failure, hear every node: taken over and expired differ. Detached,
 	// as Unlock's releases are: a node whose extension was dropped because
@@ -160,9 +164,9 @@ func (l *Lock) begin(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: op, key: l.key, Quorum: l.c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	l.serial.Lock()
+	l.serial <- struct{}{} // see serial
 	if l.isReleased() {
-		l.serial.Unlock()
+		l.unserial()
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
 	}
 	return nil
@@ -189,7 +193,7 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 	if err := l.begin(ctx, "proclaim"); err != nil {
 		return err
 	}
-	defer l.serial.Unlock()
+	defer l.unserial()
 	if l.Validity() <= 0 {
 		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
 	}
@@ -256,8 +260,8 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: "unlock", key: l.key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	l.serial.Lock()
-	defer l.serial.Unlock()
+	l.serial <- struct{}{} // see serial
+	defer l.unserial()
 	if l.isReleased() {
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
 	}
@@ -483,3 +487,6 @@ func (l *Lock) handOver(heads []string) {
 		l.c.hand.released(k, l.token, nil)
 	}
 }
+
+// unserial lets the next Extend or Unlock run (see serial).
+func (l *Lock) unserial() { <-l.serial }

@@ -122,7 +122,7 @@ type redisNode struct {
 	mu      sync.Mutex
 	shards  map[string]*stream // by master address
 	done    <-chan struct{}
-	wg      *sync.WaitGroup
+	wg      *background
 }
 
 var _ node = (*redisNode)(nil)
@@ -139,7 +139,7 @@ func newRedisNode(client redis.UniversalClient, addr string, index int) *redisNo
 
 // bind ties the node's streams to its Client (see stream.bind). Shards are
 // not guarded: a Cluster has no one run_id.
-func (n *redisNode) bind(done <-chan struct{}, wg *sync.WaitGroup, guard bool) {
+func (n *redisNode) bind(done <-chan struct{}, wg *background, guard bool) {
 	if n.cluster == nil {
 		n.stream.bind(done, wg, guard)
 		return

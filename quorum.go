@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -58,6 +57,10 @@ type request struct {
 	detach bool
 }
 
+// detached reports whether req's calls are detached from the caller's
+// context (see detach).
+func (req request) detached() bool { return req.detach && !mutated(mutCallsAttached) }
+
 // round is one request sent to every node at once. Each node reports on a
 // buffered channel (see deliver), so a node that never answers cannot block
 // anyone; fanOut stops waiting for it at the round's deadline whether or
@@ -102,7 +105,7 @@ func fanOut(ctx context.Context, req request) *round {
 	deadline := start.Add(req.timeout)
 	r := newRound(req)
 	for i, nd := range req.nodes {
-		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r, detached: req.detach})
+		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r, detached: req.detached()})
 	}
 	r.collect(ctx, req, start, deadline)
 	return r
@@ -126,7 +129,7 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 	calls := make([]call, len(reqs))
 	for i, nd := range reqs[0].nodes {
 		for j := range reqs {
-			calls[j] = call{ctx: ctx, deadline: deadline, o: reqs[j].op, i: i, r: rounds[j], detached: reqs[j].detach}
+			calls[j] = call{ctx: ctx, deadline: deadline, o: reqs[j].op, i: i, r: rounds[j], detached: reqs[j].detached()}
 		}
 		startAll(nd, calls)
 	}
@@ -235,7 +238,7 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 // finish hands the replies of calls still running to late, in a goroutine
 // tracked by wg, and releases the round's resources once every call has
 // returned. late may be nil.
-func (r *round) finish(wg *sync.WaitGroup, late func(i int, res result)) {
+func (r *round) finish(wg *background, late func(i int, res result)) {
 	if r.pending == 0 {
 		return
 	}

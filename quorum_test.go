@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -274,7 +273,7 @@ func BenchmarkFanOut(b *testing.B) {
 				if hung {
 					nodes[4] = hungNode{}
 				}
-				var bg sync.WaitGroup
+				var bg background
 				defer bg.Wait()
 				ctx := context.Background()
 				lat := make([]time.Duration, 0, 1<<16)

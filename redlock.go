@@ -20,9 +20,9 @@ import (
 type Client struct {
 	nodes []node
 	cfg   config
-	bg    sync.WaitGroup // goroutines waiting for late replies, and the nodes' stream writers
-	hand  handoff        // waiters and release notices
-	guard *restartGuard  // nil when off
+	bg    background    // goroutines waiting for late replies, and the nodes' stream writers
+	hand  handoff       // waiters and release notices
+	guard *restartGuard // nil when off
 	// proposed is the last fence proposed (propose): proposals are ≡ 63
 	// (mod 64) and grow.
 	proposed atomic.Int64

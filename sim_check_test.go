@@ -18,6 +18,18 @@ import (
 func (s *simRun) violations() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	v := s.overlaps()
+	v = append(v, s.outOfOrder()...)
+	v = append(v, s.unreached()...)
+	for _, k := range s.left {
+		v = append(v, "left after every Client closed: "+k)
+	}
+	return v
+}
+
+// overlaps lists two holders of a key inside their validity windows at
+// once, and fencing tokens out of order; callers hold s.mu.
+func (s *simRun) overlaps() []string {
 	byKey := map[string][]simHolding{}
 	for _, h := range s.holdings {
 		for _, k := range h.keys {
@@ -25,7 +37,7 @@ func (s *simRun) violations() []string {
 		}
 	}
 	var v []string
-	at := func(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(s.begin).Seconds()) }
+	at := s.at
 	for _, k := range slices.Sorted(mapsKeys(byKey)) {
 		hs := byKey[k]
 		slices.SortFunc(hs, func(a, b simHolding) int { return a.from.Compare(b.from) })
@@ -42,6 +54,47 @@ func (s *simRun) violations() []string {
 				case fenced && b.fence < a.fence:
 					v = append(v, fmt.Sprintf("key %s: %s got token %d at %s, after %s's %d (%s–%s)", k, b.who, b.fence, at(b.from), a.who, a.fence, at(a.from), at(a.to)))
 				}
+			}
+		}
+	}
+	return v
+}
+
+func (s *simRun) at(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(s.begin).Seconds()) }
+
+// outOfOrder lists Lock calls served out of queue order: A took its place
+// in a key's queue before B did, and B got the key first, with no fault
+// under way from A's place to B's lock (a fault may cost a waiter its
+// place: docs/design.md). Callers hold s.mu.
+func (s *simRun) outOfOrder() []string {
+	var v []string
+	for _, a := range s.served {
+		for _, b := range s.served {
+			if a.key == b.key && a.queued.Before(b.queued) && b.took.Before(a.took) && s.calmBetween(a.queued, b.took) {
+				v = append(v, fmt.Sprintf("key %s: %s's waiter queued at %s got it at %s, after %s's queued at %s got it at %s", a.key, a.client, s.at(a.queued), s.at(a.took), b.client, s.at(b.queued), s.at(b.took)))
+			}
+		}
+	}
+	return v
+}
+
+// unreached lists calls that did not reach every node when no fault was
+// under way: a lock whose acquire did not run on some node, or a release
+// (that Unlock reported done) that did not run on a node where the
+// acquire had. Callers hold s.mu.
+func (s *simRun) unreached() []string {
+	var v []string
+	for _, h := range s.holdings {
+		if h.token == "" || !s.calmBetween(h.got.Add(-s.ttl), h.got.Add(s.ttl)) {
+			continue
+		}
+		released, ok := s.released[h.token]
+		for i, seen := range s.reached {
+			switch bits := seen[h.token]; {
+			case bits&1 == 0:
+				v = append(v, fmt.Sprintf("%s's lock from %s (%v): its acquire never ran on node %d", h.who, s.at(h.got), h.keys, i))
+			case ok && bits&2 == 0 && s.calmBetween(released.Add(-s.ttl), released.Add(s.ttl)):
+				v = append(v, fmt.Sprintf("%s's lock from %s (%v): released at %s, never on node %d", h.who, s.at(h.got), h.keys, s.at(released), i))
 			}
 		}
 	}

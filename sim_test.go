@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ var (
 	simSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSimulation runs (default 100, 20 under -race; make test runs 1000)")
 	simFirst = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
 	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed, with its history (-v)")
+	simTrace = flag.Bool("sim.trace", false, "log every round of every seed (a failure shows the rounds before it)")
 )
 
 // TestSimulation runs the simulator's seeds, in as many parallel shards as
@@ -73,16 +75,25 @@ type simRun struct {
 	ttl     time.Duration
 	nodes   []*fakeNode
 	latency []time.Duration // per node: how long it takes to answer
+	rates   []float64       // per node: how fast its clock runs
 	cuts    []*atomic.Bool  // per Client: cut off from every node
+	pauses  []*atomic.Int64 // per Client: how late it reads replies
 	clients []*Client
 	begin   time.Time
-	end     time.Time // workers start nothing after it
+	calm    time.Time // no fault starts after it
+	end     time.Time // workers start nothing after it, and the Clients close
 
-	mu       sync.Mutex
-	log      []string
-	holdings []simHolding
-	faults   int
-	forgot   []time.Time // when a node restarted empty: fencing counters forgotten
+	mu        sync.Mutex
+	log       []string
+	holdings  []simHolding
+	served    []simServed
+	released  map[string]time.Time // tokens Unlock released, when it returned
+	cooldowns map[string]time.Time // tokens released with a cooldown, until when
+	reached   []map[string]uint8   // per node: the tokens its acquires (1) and releases (2) ran for
+	left      []string             // what the nodes held after every Client closed
+	spans     []simSpan            // the faults
+	healed    time.Time            // when the last fault healed
+	forgot    []time.Time          // when a node restarted empty: fencing counters forgotten
 }
 
 // simHolding is one holder's claim on a key: from Lock returning to the
@@ -94,7 +105,14 @@ type simHolding struct {
 	who      string
 	token    string
 	fence    uint64
+	got      time.Time // when Lock returned it
 	from, to time.Time
+}
+
+// simServed is a Lock call that waited in a key's queue and got the lock.
+type simServed struct {
+	key, client  string
+	queued, took time.Time
 }
 
 func (s *simRun) logf(format string, args ...any) {
@@ -103,10 +121,19 @@ func (s *simRun) logf(format string, args ...any) {
 	s.log = append(s.log, fmt.Sprintf("%8.3fs ", time.Since(s.begin).Seconds())+fmt.Sprintf(format, args...))
 }
 
-// trace is an observer that logs client c's rounds, with each node's
+// observe is client c's observer: it notes every Lock call served after
+// waiting in a queue, and with -sim.seed logs each round, with each node's
 // answer.
-func (s *simRun) trace(c string) Observer {
+func (s *simRun) observe(c string) Observer {
 	return func(e Event) {
+		if e.Kind == EventAcquire && e.Err == nil && !e.Queued.IsZero() {
+			s.mu.Lock()
+			s.served = append(s.served, simServed{key: e.Key, client: c, queued: e.Queued, took: time.Now()})
+			s.mu.Unlock()
+		}
+		if *simSeed == 0 && !*simTrace {
+			return
+		}
 		var nodes []string
 		for _, n := range e.Nodes {
 			r := "ok"
@@ -129,152 +156,174 @@ func (s *simRun) record(h simHolding) {
 func (s *simRun) summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings, %d faults", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), s.faults)
+	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings, %d faults", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), len(s.spans))
 }
 
 // around returns the run's log around the first violation's time.
 func (s *simRun) around(v []string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.log) <= 60 || *simSeed != 0 {
+	if len(s.log) <= 60 || *simSeed != 0 || *simTrace {
 		return strings.Join(s.log, "\n")
 	}
 	return strings.Join(s.log[len(s.log)-60:], "\n") + "\n(the last 60 of " + fmt.Sprint(len(s.log)) + " lines; -sim.seed shows all)"
 }
 
-// runSim builds and runs one seed, inside the caller's bubble.
+// runSim builds and runs one seed, inside the caller's bubble: faults
+// until calm, workers until end, then every Client closes while its
+// workers may still hold or wait.
 func runSim(t *testing.T, seed uint64, m mutant) *simRun {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	s := &simRun{seed: seed, mutant: m, begin: time.Now()}
+	s := &simRun{seed: seed, mutant: m, begin: time.Now(), released: map[string]time.Time{}, cooldowns: map[string]time.Time{}}
 	s.ttl = time.Duration(200+rng.IntN(1800)) * time.Millisecond
-	s.end = s.begin.Add(8 * s.ttl)
-	s.nodes = newFakeNodes(3 + 2*rng.IntN(3))
-	s.latency = make([]time.Duration, len(s.nodes))
-	for i, f := range s.nodes {
-		// Every node takes a while to answer, as a real one does: with
-		// instant answers a round lasts no time, and a retry paced in
-		// rounds (a split vote's) would spin.
-		s.latency[i] = time.Duration(50+rng.IntN(950)) * time.Microsecond
-		f.delay = s.latency[i]
-		m.applyNode(f)
-	}
+	s.calm, s.end = s.begin.Add(6*s.ttl), s.begin.Add(10*s.ttl)
+	s.setUpNodes(rng)
 	var wg sync.WaitGroup
-	nclients := 2 + rng.IntN(3)
-	for i := range nclients {
-		cut := &atomic.Bool{}
-		nodes := make([]node, len(s.nodes))
-		for j, f := range s.nodes {
-			nodes[j] = cutNode{f, cut}
-		}
-		opts := []Option{WithTTL(s.ttl)}
-		if *simSeed != 0 { // one seed: its history in full
-			opts = append(opts, WithObserver(s.trace(fmt.Sprint("c", i))))
-		}
-		c, err := newClient(nodes, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rng.IntN(2) == 0 { // a process whose clock runs ahead proposes larger fencing tokens
-			c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*fenceModulus)
-		}
-		s.cuts = append(s.cuts, cut)
-		s.clients = append(s.clients, c)
+	for i := range 2 + rng.IntN(3) {
+		c := s.newClient(t, i, rng)
 		for w := range 1 + rng.IntN(3) {
 			wrng := rand.New(rand.NewPCG(seed, uint64(100*i+w+1)))
 			wg.Go(func() { s.work(c, fmt.Sprintf("c%d.w%d", i, w), wrng) })
 		}
 	}
 	wg.Go(func() { s.injectFaults(rand.New(rand.NewPCG(seed, 0xfa17))) })
+	time.Sleep(time.Until(s.end))
+	s.closeAll()
 	wg.Wait()
-	time.Sleep(3 * s.ttl) // every fault has healed
-	for _, c := range s.clients {
-		_ = c.Close(context.Background())
-	}
 	return s
 }
 
-// injectFaults injects the run's faults, one at a time at random times,
-// until the run's end; each heals by itself within about 2 TTLs.
-func (s *simRun) injectFaults(rng *rand.Rand) {
-	for time.Now().Before(s.end) {
-		time.Sleep(time.Duration(int64(s.ttl/4) + rng.Int64N(int64(s.ttl))))
-		s.fault(rng)
-	}
-}
-
-// fault injects one fault and schedules its end.
-func (s *simRun) fault(rng *rand.Rand) {
-	s.mu.Lock()
-	s.faults++
-	s.mu.Unlock()
-	d := time.Duration(int64(s.ttl/10) + rng.Int64N(int64(2*s.ttl)))
-	i := rng.IntN(len(s.nodes))
-	f := s.nodes[i]
-	switch rng.IntN(7) {
-	case 0: // frozen: calls wait, whatever their context says
-		gate := make(chan struct{})
-		f.setGate(gate)
-		s.logf("node %d frozen for %v", i, d)
-		time.AfterFunc(d, func() { f.setGate(nil); close(gate) })
-	case 1: // killed, and restarted after at least a TTL with nothing kept
-		d = max(d, s.ttl+s.ttl/10)
-		f.setErr(errFakeDown)
-		s.logf("node %d killed for %v, then restarted empty", i, d)
-		time.AfterFunc(d, func() {
-			f.mem.Restart(false)
-			f.setErr(nil)
-			s.mu.Lock()
-			s.forgot = append(s.forgot, time.Now())
-			s.mu.Unlock()
-		})
-	case 2: // restarted at once, keys kept (persistence)
-		f.mem.Restart(true)
-		s.logf("node %d restarted, keys kept", i)
-	case 3: // slow
-		f.mu.Lock()
-		f.delay = s.ttl / 20
-		f.mu.Unlock()
-		s.logf("node %d slow for %v", i, d)
-		time.AfterFunc(d, func() { f.mu.Lock(); f.delay = s.latency[i]; f.mu.Unlock() })
-	case 4: // a clock off by up to half the drift factor
-		rate := 1 + (rng.Float64()-0.5)*defaultDriftFactor
-		f.mem.SetClockRate(rate)
-		s.logf("node %d clock at %.4f× for %v", i, rate, d)
-		time.AfterFunc(d, func() { f.mem.SetClockRate(1) })
-	case 6: // restarted at once with nothing kept: safe where every Client knows the node (the restart guard)
-		if !s.guarded(i) {
-			f.mem.Restart(true)
-			s.logf("node %d restarted, keys kept (a Client does not know it yet)", i)
-			break
+// setUpNodes makes the run's nodes: each takes a while to answer, as a
+// real one does (with instant answers a round lasts no time, and a retry
+// paced in rounds, a split vote's, would spin), and in half the runs every
+// clock runs fast, by up to 0.9 of the drift factor (keys expire early),
+// in the others each runs fast or slow by up to as much.
+func (s *simRun) setUpNodes(rng *rand.Rand) {
+	s.nodes = newFakeNodes(3 + 2*rng.IntN(3))
+	allFast := rng.IntN(2) == 0
+	for i, f := range s.nodes {
+		s.latency = append(s.latency, time.Duration(50+rng.IntN(950))*time.Microsecond)
+		f.delay = s.latency[i]
+		rate := 1 + (2*rng.Float64()-1)*0.9*defaultDriftFactor
+		if allFast {
+			rate = 1 + rng.Float64()*0.9*defaultDriftFactor
 		}
-		f.mem.Restart(false)
+		s.rates = append(s.rates, rate)
+		f.mem.SetClockRate(rate)
+		s.reached = append(s.reached, map[string]uint8{})
+		f.ran = s.ran(i)
+		s.mutant.applyNode(f)
+	}
+}
+
+// ran notes, for node i, the tokens its acquires and releases ran for.
+func (s *simRun) ran(i int) func(*op) {
+	return func(o *op) {
+		bit := uint8(0)
+		switch {
+		case isAcquire(o.kind):
+			bit = 1
+		case o.kind == opRelease:
+			bit = 2
+		default:
+			return
+		}
 		s.mu.Lock()
-		s.forgot = append(s.forgot, time.Now())
+		s.reached[i][o.token] |= bit
 		s.mu.Unlock()
-		s.logf("node %d restarted empty, at once", i)
-	case 5: // a Client cut off from every node
-		c := rng.IntN(len(s.cuts))
-		s.cuts[c].Store(true)
-		s.logf("client %d cut off for %v", c, d)
-		time.AfterFunc(d, func() { s.cuts[c].Store(false) })
 	}
 }
 
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
+// newClient makes the run's i-th Client, a process of its own, over links
+// that faults can cut or slow.
+func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
+	cut, pause := &atomic.Bool{}, &atomic.Int64{}
+	nodes := make([]node, len(s.nodes))
+	for j, f := range s.nodes {
+		nodes[j] = simLink{f, cut, pause, &simLast{}}
 	}
-	return a
+	c, err := newClient(nodes, []Option{WithTTL(s.ttl), WithObserver(s.observe(fmt.Sprint("c", i)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rng.IntN(2) == 0 { // a process whose clock runs ahead proposes larger fencing tokens
+		c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*fenceModulus)
+	}
+	s.logf("client %d: waiter IDs %s.N", i, c.hand.id)
+	s.cuts, s.pauses = append(s.cuts, cut), append(s.pauses, pause)
+	s.clients = append(s.clients, c)
+	return c
 }
 
-// guarded reports whether every Client's restart guard knows node i, so
-// that its restart with nothing kept is seen by all.
-func (s *simRun) guarded(i int) bool {
-	for _, c := range s.clients {
-		c.guard.mu.Lock()
-		known := c.guard.ids[i] != ""
-		c.guard.mu.Unlock()
-		if !known {
+// closeAll closes every Client at once, while their workers may still
+// hold locks or wait for them, and notes what the nodes still hold once
+// every call has had time to arrive: fencing counters only, by design.
+func (s *simRun) closeAll() {
+	var wg sync.WaitGroup
+	for i, c := range s.clients {
+		wg.Go(func() {
+			if err := c.Close(context.Background()); err != nil {
+				s.logf("client %d: close: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(10 * time.Millisecond) // every node answers within 1 ms when calm
+	for i, f := range s.nodes {
+		for _, k := range f.mem.Keys() {
+			if !strings.HasSuffix(k, ":fence") && !s.coolingDown(f, k) {
+				var v any = f.mem.Do("GET", k)
+				if _, err := v.(error); err {
+					v = f.mem.Do("ZRANGE", k, 0, -1, "WITHSCORES")
+				}
+				s.left = append(s.left, fmt.Sprintf("node %d: %s %q, PTTL %v ms at %d", i, k, v, f.mem.Do("PTTL", k), f.mem.Do("TIME")))
+			}
+		}
+	}
+}
+
+// coolingDown reports whether key k on node f is nothing a Client left
+// behind: a token released with a cooldown that has not ended (give or
+// take the node's clock), or a sorted set whose live members are all such
+// (a read-write lock's readers) or none (a wait queue's places: the lease
+// of each, by node time, has run out).
+func (s *simRun) coolingDown(f *fakeNode, k string) bool {
+	var tokens []string
+	if v, ok := f.value(k); ok {
+		token, _, _ := strings.Cut(v, "\x00")
+		tokens = append(tokens, token)
+	} else {
+		now := f.mem.Do("TIME").([]any)
+		sec, _ := strconv.ParseInt(now[0].(string), 10, 64)
+		us, _ := strconv.ParseInt(now[1].(string), 10, 64)
+		ms := sec*1000 + us/1000
+		leases := k
+		if q, ok := strings.CutSuffix(k, ":queue"); ok {
+			leases = q + ":lease"
+		}
+		live := ms
+		if !strings.HasSuffix(k, ":readers") {
+			// A place refreshed last before the last fault healed may be
+			// one its waiter could not take out: it lapses within a lease.
+			s.mu.Lock()
+			live += (s.healed.Sub(time.Now()) + defaultWaiterLease + defaultWaiterLease/50).Milliseconds()
+			s.mu.Unlock()
+		}
+		members, _ := f.mem.Do("ZRANGE", leases, 0, -1, "WITHSCORES").([]any)
+		for j := 0; j+1 < len(members); j += 2 {
+			if until, _ := strconv.ParseInt(members[j+1].(string), 10, 64); until > live {
+				tokens = append(tokens, members[j].(string))
+			}
+		}
+		if len(tokens) == 0 {
+			return true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, token := range tokens {
+		until, ok := s.cooldowns[token]
+		if !ok || !time.Now().Before(until.Add(drift(s.ttl, defaultDriftFactor))) {
 			return false
 		}
 	}

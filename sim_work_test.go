@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,7 +16,9 @@ var simKeys = []string{"a", "b", "c"}
 // work is one worker: until the run's end, it takes a lock one way or
 // another (a key alone, with Lock, TryLock or Do; two keys at once; a
 // read-write lock's either side; a semaphore's permit; an election's
-// leadership), holds it for a while, and releases it.
+// leadership), holds it for a while, and releases it. A wait has a
+// timeout, cancelled as soon as the wait is over (ctx, cancel :=
+// context.WithTimeout(…); l, err := c.Lock(ctx); cancel()).
 func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 	for time.Now().Before(s.end) {
 		key := simKeys[rng.IntN(len(simKeys))]
@@ -25,36 +28,38 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		}
 		hold := time.Duration(rng.Int64N(int64(s.ttl)))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Int64N(int64(3*s.ttl))))
+		got := func(who string, l *Lock, err error, reader bool) {
+			cancel()
+			s.holdFor(who, l, err, reader, hold, rng)
+		}
 		switch rng.IntN(10) {
 		case 0, 1:
 			s.doWork(c, who, key, hold, opts)
 		case 2:
 			l, err := c.TryLock(ctx, key, opts...)
-			s.holdFor(who, l, err, false, hold, rng)
+			got(who, l, err, false)
 		case 3, 4:
 			l, err := c.Lock(ctx, key, opts...)
-			s.holdFor(who, l, err, false, hold, rng)
+			got(who, l, err, false)
 		case 5:
 			other := simKeys[(slices.Index(simKeys, key)+1+rng.IntN(len(simKeys)-1))%len(simKeys)]
-			m, err := c.MultiLock([]string{key, other}, opts...)
-			if err == nil {
+			if m, err := c.MultiLock([]string{key, other}, opts...); err == nil {
 				l, err := m.Lock(ctx)
-				s.holdFor(who+"(set)", l, err, false, hold, rng)
+				got(who+"(set)", l, err, false)
 			}
 		case 6:
 			m, err := c.RWMutex("d", opts...)
 			if err == nil && rng.IntN(2) == 0 {
 				l, err := m.RLock(ctx)
-				s.holdFor(who+"(read)", l, err, true, hold, rng)
+				got(who+"(read)", l, err, true)
 			} else if err == nil {
 				l, err := m.Lock(ctx)
-				s.holdFor(who+"(write)", l, err, false, hold, rng)
+				got(who+"(write)", l, err, false)
 			}
 		case 7:
-			sem, err := c.Semaphore("s", 2, opts...)
-			if err == nil {
+			if sem, err := c.Semaphore("s", 2, opts...); err == nil {
 				l, err := sem.Acquire(ctx)
-				s.holdFor(who+"(permit)", l, err, false, hold, rng)
+				got(who+"(permit)", l, err, false)
 			}
 		case 8:
 			s.lead(ctx, c, who, hold)
@@ -75,7 +80,7 @@ func (s *simRun) lead(ctx context.Context, c *Client, who string, hold time.Dura
 	_ = e.Lead(ctx, who, func(ctx context.Context, ld *Leadership) error {
 		from := time.Now()
 		live := s.workFor(ctx, from, hold)
-		s.record(simHolding{keys: []string{"election:e"}, who: who + "(leader)", token: ld.Lock().Token(), fence: ld.Term(), from: from, to: live})
+		s.record(simHolding{keys: []string{"election:e"}, who: who + "(leader)", token: ld.Lock().Token(), fence: ld.Term(), got: from, from: from, to: live})
 		return nil
 	})
 }
@@ -97,26 +102,36 @@ func (s *simRun) workFor(ctx context.Context, from time.Time, hold time.Duration
 // holdFor holds l (if err is nil) for up to hold, extending it now and
 // then while it is valid, and releases it, with a cooldown at times. Now
 // and then the holder is paused past its validity, as a process can be,
-// and then extends the lock or releases it: whatever it held is recorded
-// up to its validity's end, and a successful extension starts a new
-// holding.
+// and then extends the lock or releases it. A holding is recorded up to
+// the earliest of its release, its validity's end and the lock's end
+// (Done closed: Close released it, or it was found taken over); a
+// successful extension after the validity ran out starts a new holding.
 func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.Duration, rng *rand.Rand) {
 	if err != nil {
 		return
 	}
-	held := func(from, to time.Time) {
-		s.record(simHolding{keys: l.Keys(), reader: reader, who: who, token: l.Token(), fence: l.Fence(), from: from, to: to})
+	got := time.Now()
+	var ended atomic.Int64 // when Done closed, in ns since begin
+	go func() { <-l.Done(); ended.Store(int64(time.Since(s.begin))) }()
+	from := got
+	held := func(to time.Time) {
+		// Done does not reopen after an extension that revived the lock:
+		// an end counts for the holding it came in.
+		if e := s.begin.Add(time.Duration(ended.Load())); ended.Load() != 0 && !e.Before(from) {
+			to = earliest(to, e)
+		}
+		to = earliest(to, s.end) // Close releases it then
+		s.record(simHolding{keys: l.Keys(), reader: reader, who: who, token: l.Token(), fence: l.Fence(), got: got, from: from, to: earliest(to, l.validUntil())})
 	}
-	from := time.Now()
 	deadline := from.Add(hold)
 	for step := s.ttl / 4; ; {
 		if !time.Now().Before(deadline) {
-			held(from, earliest(time.Now(), l.validUntil()))
+			held(time.Now())
 			break
 		}
 		if rng.IntN(8) == 0 { // paused past the validity
 			time.Sleep(l.Validity() + time.Duration(rng.Int64N(int64(s.ttl))))
-			held(from, l.validUntil())
+			held(l.validUntil())
 			if rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil {
 				break
 			}
@@ -124,7 +139,7 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 			continue
 		}
 		if l.Validity() <= step && (rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil) {
-			held(from, earliest(time.Now(), l.validUntil()))
+			held(time.Now())
 			break
 		}
 		time.Sleep(step)
@@ -133,7 +148,24 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 	if rng.IntN(5) == 0 {
 		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
 	}
-	_ = l.UnlockAfter(context.Background(), cooldown)
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	err = l.UnlockAfter(ctx, cooldown)
+	cancel()
+	s.mu.Lock()
+	if err == nil {
+		s.released[l.Token()] = time.Now()
+	}
+	if cooldown > 0 { // where the release ran, failed or not
+		s.cooldowns[l.Token()] = time.Now().Add(cooldown)
+	}
+	s.mu.Unlock()
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // doWork runs Do for hold, the work looking at its context every TTL/10.

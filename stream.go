@@ -88,7 +88,7 @@ type stream struct {
 	// again through it, which follows the redirection.
 	redirect *redis.ClusterClient
 	done     <-chan struct{}
-	wg       *sync.WaitGroup // the Client's: writers end before Close returns
+	wg       *background // the Client's: writers end before Close returns
 
 	mu      sync.Mutex
 	queue   []call
@@ -120,7 +120,7 @@ func newStream(client redis.UniversalClient, index int) *stream {
 
 // bind ties the stream to its Client: writers end once done is closed and
 // their queue is empty, and wg tracks them.
-func (s *stream) bind(done <-chan struct{}, wg *sync.WaitGroup, guard bool) {
+func (s *stream) bind(done <-chan struct{}, wg *background, guard bool) {
 	s.done, s.wg, s.guard = done, wg, guard
 }
 

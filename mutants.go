@@ -1,0 +1,32 @@
+package redlock
+
+import "sync/atomic"
+
+// Deliberate bugs for the simulator's catalogue of mutants
+// (sim_mutants_test.go): each re-introduces a bug the library must not
+// have, so that a test can show the simulator catches it. They exist only
+// in a build with -tags redlock_mutants; in every other build mutantsBuilt
+// is a false constant, mutated is false, and the compiler drops each branch
+// that asks: the shipped code path has no switch.
+type codeMutant uint32
+
+const (
+	// mutDriftLeftOut: validity is TTL − elapsed, without the drift.
+	mutDriftLeftOut codeMutant = 1 << iota
+	// mutValidityFromReply: validity counts from the majority's reply
+	// instead of the first send.
+	mutValidityFromReply
+	// mutCallsAttached: calls carry the caller's context again (the bug
+	// fixed at stop 23): a call still queued when the caller cancels, right
+	// after a majority answered, is dropped.
+	mutCallsAttached
+)
+
+// activeMutants are the mutants a test switched on (a build with
+// -tags redlock_mutants only).
+var activeMutants atomic.Uint32
+
+// mutated reports whether mutant m is switched on.
+func mutated(m codeMutant) bool {
+	return mutantsBuilt && activeMutants.Load()&uint32(m) != 0
+}

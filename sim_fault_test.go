@@ -1,0 +1,157 @@
+package redlock
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The simulator's faults: what happens to nodes and Clients, and when.
+
+// simLink is a Client's link to a node, a connection: the node runs its
+// calls in the order they were made; it can be cut (calls fail at once)
+// or the Client paused between sending and reading (replies come late; the
+// node ran the calls on time).
+type simLink struct {
+	*fakeNode
+	cut   *atomic.Bool
+	pause *atomic.Int64 // a time.Duration
+	last  *simLast
+}
+
+// simLast is a link's last call, for the next to follow.
+type simLast struct {
+	mu   sync.Mutex
+	done chan struct{}
+}
+
+func (n simLink) start(c call) {
+	if n.cut.Load() {
+		go c.r.deliver(c.i, result{err: errFakeDown})
+		return
+	}
+	n.last.mu.Lock()
+	t := turn{after: n.last.done, done: make(chan struct{})}
+	n.last.done = t.done
+	n.last.mu.Unlock()
+	n.startPaused(c, time.Duration(n.pause.Load()), t)
+}
+
+// simSpan is a fault's time, from its start to when it has healed.
+type simSpan struct{ from, to time.Time }
+
+// injectFaults injects the run's faults, one at a time at random times,
+// until the calm part of the run begins; each heals by itself within about
+// 2 TTLs, so the run ends calm.
+func (s *simRun) injectFaults(rng *rand.Rand) {
+	for {
+		time.Sleep(time.Duration(int64(s.ttl/4) + rng.Int64N(int64(s.ttl))))
+		if !time.Now().Before(s.calm) {
+			return
+		}
+		s.fault(rng)
+	}
+}
+
+// fault injects one fault and schedules its end.
+func (s *simRun) fault(rng *rand.Rand) {
+	d := time.Duration(int64(s.ttl/10) + rng.Int64N(int64(2*s.ttl)))
+	i := rng.IntN(len(s.nodes))
+	f := s.nodes[i]
+	switch rng.IntN(8) {
+	case 0: // frozen: calls wait, whatever their context says
+		gate := make(chan struct{})
+		f.setGate(gate)
+		s.logf("node %d frozen for %v", i, d)
+		time.AfterFunc(d, func() { f.setGate(nil); close(gate) })
+	case 1: // killed, and restarted after at least a TTL with nothing kept
+		d = max(d, s.ttl+s.ttl/10)
+		f.setErr(errFakeDown)
+		s.logf("node %d killed for %v, then restarted empty", i, d)
+		time.AfterFunc(d, func() { f.mem.Restart(false); f.setErr(nil); s.forget() })
+		d += s.guard() // the restart guard refuses its grants for a while
+	case 2: // restarted at once, keys kept (persistence)
+		d = s.guard()
+		f.mem.Restart(true)
+		s.logf("node %d restarted, keys kept", i)
+	case 3: // slow
+		f.mu.Lock()
+		f.delay = s.ttl / 20
+		f.mu.Unlock()
+		s.logf("node %d slow for %v", i, d)
+		time.AfterFunc(d, func() { f.mu.Lock(); f.delay = s.latency[i]; f.mu.Unlock() })
+	case 4: // a clock off by up to half the drift factor more than it was
+		rate := s.rates[i] + (rng.Float64()-0.5)*defaultDriftFactor/5
+		f.mem.SetClockRate(rate)
+		s.logf("node %d clock at %.4f× for %v", i, rate, d)
+		time.AfterFunc(d, func() { f.mem.SetClockRate(s.rates[i]) })
+	case 5: // a Client cut off from every node
+		c := rng.IntN(len(s.cuts))
+		s.cuts[c].Store(true)
+		s.logf("client %d cut off for %v", c, d)
+		time.AfterFunc(d, func() { s.cuts[c].Store(false) })
+	case 6: // restarted at once with nothing kept: safe where every Client knows the node (the restart guard)
+		d = s.guard() // and the queue's places come back with the waiters' refreshes
+		if !s.guarded(i) {
+			f.mem.Restart(true)
+			s.logf("node %d restarted, keys kept (a Client does not know it yet)", i)
+			break
+		}
+		f.mem.Restart(false)
+		s.forget()
+		s.logf("node %d restarted empty, at once", i)
+	case 7: // a Client paused between sending its calls and reading the replies, within the node timeout (TTL/20) mostly
+		c, p := rng.IntN(len(s.pauses)), time.Duration(int64(s.ttl/100)+rng.Int64N(int64(s.ttl/20)))
+		s.pauses[c].Store(int64(p))
+		s.logf("client %d reads replies %v late, for %v", c, p, d)
+		time.AfterFunc(d, func() { s.pauses[c].Store(0) })
+		d += p
+	}
+	// A fault's effects on the wait queues outlast it: a waiter that could
+	// not refresh its place, or take it out, puts it back or loses it at
+	// its next refresh (every lease/3), and a place nobody took out lapses
+	// within a lease.
+	s.mu.Lock()
+	s.spans = append(s.spans, simSpan{time.Now(), time.Now().Add(d + defaultWaiterLease/2)})
+	if h := time.Now().Add(d); h.After(s.healed) {
+		s.healed = h
+	}
+	s.mu.Unlock()
+}
+
+// guard is how long the Clients' restart guard refuses a restarted
+// node's grants (the default: the Client's TTL), and a little more.
+func (s *simRun) guard() time.Duration { return s.ttl + s.ttl/10 }
+
+// forget notes that a node restarted empty: fencing counters forgotten.
+func (s *simRun) forget() {
+	s.mu.Lock()
+	s.forgot = append(s.forgot, time.Now())
+	s.mu.Unlock()
+}
+
+// guarded reports whether every Client's restart guard knows node i, so
+// that its restart with nothing kept is seen by all.
+func (s *simRun) guarded(i int) bool {
+	for _, c := range s.clients {
+		c.guard.mu.Lock()
+		known := c.guard.ids[i] != ""
+		c.guard.mu.Unlock()
+		if !known {
+			return false
+		}
+	}
+	return true
+}
+
+// calmBetween reports whether no fault was under way at any time from
+// from to to; callers hold s.mu.
+func (s *simRun) calmBetween(from, to time.Time) bool {
+	for _, sp := range s.spans {
+		if !sp.to.Before(from) && !sp.from.After(to) {
+			return false
+		}
+	}
+	return true
+}
