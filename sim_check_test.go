@@ -21,6 +21,7 @@ func (s *simRun) violations() []string {
 	v := s.overlaps()
 	v = append(v, s.outOfOrder()...)
 	v = append(v, s.unreached()...)
+	v = append(v, s.starved()...)
 	for _, k := range s.left {
 		v = append(v, "left after every Client closed: "+k)
 	}
@@ -96,6 +97,26 @@ func (s *simRun) unreached() []string {
 			case ok && bits&2 == 0 && s.calmBetween(released.Add(-s.ttl), released.Add(s.ttl)):
 				v = append(v, fmt.Sprintf("%s's lock from %s (%v): released at %s, never on node %d", h.who, s.at(h.got), h.keys, s.at(released), i))
 			}
+		}
+	}
+	return v
+}
+
+// starved lists Lock calls that waited in vain while nobody held the key:
+// with no fault under way, a wait longer than a TTL and a waiter lease (a
+// lock given up unreleased lasts a TTL; a place nobody took out, a lease)
+// must see the key held at some point, or it was stuck. Callers hold s.mu.
+func (s *simRun) starved() []string {
+	var v []string
+	for _, w := range s.waits {
+		if w.to.Sub(w.from) <= s.ttl+defaultWaiterLease || !s.calmBetween(w.from, w.to) {
+			continue
+		}
+		held := slices.ContainsFunc(s.holdings, func(h simHolding) bool {
+			return slices.Contains(h.keys, w.key) && h.from.Before(w.to) && !h.to.Before(w.from)
+		})
+		if !held {
+			v = append(v, fmt.Sprintf("key %s: %s waited %s–%s, and nobody held it", w.key, w.who, s.at(w.from), s.at(w.to)))
 		}
 	}
 	return v

@@ -100,6 +100,7 @@ var mutants = []mutant{
 	{name: "calls dropped when the caller cancels after a majority (stop 23's bug)", code: mutCallsAttached},
 	everyScript("the queue gate skipped: a free key goes to whoever asks", queueGate, "if h and h ~= id then return nil end"),
 	scriptMutant("release without its token check: deletes whoever holds the key", releaseSrc, tokenCheck, ""),
+	scriptMutant("a cooldown ignored: the release deletes the key at once", releaseSrc, "if ARGV[2] ~= '0' then", "if false then"),
 	scriptMutant("extend re-creates an expired key", extendSrc,
 		"if not v then return 0 end", "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"),
 	scriptMutant("acquire takes a held key", acquireSrc,

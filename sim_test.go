@@ -87,6 +87,7 @@ type simRun struct {
 	log       []string
 	holdings  []simHolding
 	served    []simServed
+	waits     []simWait
 	released  map[string]time.Time // tokens Unlock released, when it returned
 	cooldowns map[string]time.Time // tokens released with a cooldown, until when
 	reached   []map[string]uint8   // per node: the tokens its acquires (1) and releases (2) ran for
@@ -106,6 +107,12 @@ type simHolding struct {
 	token    string
 	fence    uint64
 	got      time.Time // when Lock returned it
+	from, to time.Time
+}
+
+// simWait is a Lock call on one key that waited until its context ended.
+type simWait struct {
+	key, who string
 	from, to time.Time
 }
 

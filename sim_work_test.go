@@ -39,7 +39,13 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			l, err := c.TryLock(ctx, key, opts...)
 			got(who, l, err, false)
 		case 3, 4:
+			from := time.Now()
 			l, err := c.Lock(ctx, key, opts...)
+			if err != nil && ctx.Err() != nil {
+				s.mu.Lock()
+				s.waits = append(s.waits, simWait{key: key, who: who, from: from, to: time.Now()})
+				s.mu.Unlock()
+			}
 			got(who, l, err, false)
 		case 5:
 			other := simKeys[(slices.Index(simKeys, key)+1+rng.IntN(len(simKeys)-1))%len(simKeys)]
@@ -149,6 +155,7 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	sent := time.Now() // a cooldown counts from when a node ran the release: after this
 	err = l.UnlockAfter(ctx, cooldown)
 	cancel()
 	s.mu.Lock()
@@ -157,6 +164,10 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 	}
 	if cooldown > 0 { // where the release ran, failed or not
 		s.cooldowns[l.Token()] = time.Now().Add(cooldown)
+	}
+	if cooldown > 0 && err == nil { // it keeps others out, as a holding (give or take the nodes' clocks)
+		s.holdings = append(s.holdings, simHolding{keys: l.Keys(), reader: reader, who: who + "(cooldown)", token: l.Token(), got: got,
+			from: time.Now(), to: sent.Add(cooldown - drift(cooldown, defaultDriftFactor))})
 	}
 	s.mu.Unlock()
 }
