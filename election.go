@@ -234,7 +234,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	r.finish(&c.bg, nil)
 	v := leaderOf(r.results, q)
 	switch {
-	case v.announced:
+	case v.announced && !mutated(mutLeaderBlind):
 		return v.leader, nil
 	case v.held:
 		return Leader{}, fmt.Errorf("%w: %q: a candidate won, and has not announced itself yet", ErrNoLeader, e.name)

@@ -20,6 +20,9 @@ const (
 	// fixed at stop 23): a call still queued when the caller cancels, right
 	// after a majority answered, is dropped.
 	mutCallsAttached
+	// mutLeaderBlind: Election.Leader overlooks the announcement it read,
+	// and reports a won but unannounced election (ErrNoLeader).
+	mutLeaderBlind
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -22,6 +22,7 @@ func (s *simRun) violations() []string {
 	v = append(v, s.outOfOrder()...)
 	v = append(v, s.unreached()...)
 	v = append(v, s.starved()...)
+	v = append(v, s.staleReads()...)
 	for _, k := range s.left {
 		v = append(v, "left after every Client closed: "+k)
 	}
@@ -117,6 +118,32 @@ func (s *simRun) starved() []string {
 		})
 		if !held {
 			v = append(v, fmt.Sprintf("key %s: %s waited %s–%s, and nobody held it", w.key, w.who, s.at(w.from), s.at(w.to)))
+		}
+	}
+	return v
+}
+
+// staleReads lists Election.Leader answers that contradict the
+// leaderships around them: a read made entirely while a leader was
+// announced and valid (Lead's work started before the read, and found
+// its context live after it) must name that leader's term; and no read
+// that began after a leader was announced may name an older term. (These
+// are real-time orders between operations that do not overlap, checked
+// directly; the fence counter's own model, a strictly increasing counter,
+// is checked the same way in overlaps.) Callers hold s.mu.
+func (s *simRun) staleReads() []string {
+	var v []string
+	for _, r := range s.reads {
+		for _, h := range s.holdings {
+			if !slices.Equal(h.keys, []string{"election:e"}) || !h.from.Before(r.call) {
+				continue
+			}
+			switch {
+			case h.to.After(r.ret) && (r.none || r.term != h.fence):
+				v = append(v, fmt.Sprintf("%s's Leader read %s–%s found term %d (none: %v) while %s led in term %d (%s–%s)", r.who, s.at(r.call), s.at(r.ret), r.term, r.none, h.who, h.fence, s.at(h.from), s.at(h.to)))
+			case !r.none && r.term < h.fence && !s.forgotBetween(h.from, r.ret):
+				v = append(v, fmt.Sprintf("%s's Leader read %s–%s found term %d, older than %s's term %d announced at %s", r.who, s.at(r.call), s.at(r.ret), r.term, h.who, h.fence, s.at(h.from)))
+			}
 		}
 	}
 	return v

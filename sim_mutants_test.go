@@ -17,6 +17,9 @@ type mutant struct {
 	name string
 	node func(*fakeNode) // applied to every node
 	code codeMutant      // switched on in the library (a build with -tags redlock_mutants)
+	// clock, if not 0, is every node's clock rate for the whole run: a
+	// canary breaks an assumption (the drift bound) instead of the code.
+	clock float64
 }
 
 var noMutant = mutant{name: "none"}
@@ -98,6 +101,10 @@ var mutants = []mutant{
 	{name: "drift left out of the validity", code: mutDriftLeftOut},
 	{name: "validity counted from the majority's reply, not the send", code: mutValidityFromReply},
 	{name: "calls dropped when the caller cancels after a majority (stop 23's bug)", code: mutCallsAttached},
+	{name: "Leader overlooks the announcement it read", code: mutLeaderBlind},
+	// A canary: the library is right, the drift bound is not (every node's
+	// clock 10 drift factors fast, keys expire 9% early).
+	{name: "canary: node clocks beyond the drift factor", clock: 1 + 10*defaultDriftFactor},
 	everyScript("the queue gate skipped: a free key goes to whoever asks", queueGate, "if h and h ~= id then return nil end"),
 	scriptMutant("release without its token check: deletes whoever holds the key", releaseSrc, tokenCheck, ""),
 	scriptMutant("a cooldown ignored: the release deletes the key at once", releaseSrc, "if ARGV[2] ~= '0' then", "if false then"),

@@ -88,6 +88,7 @@ type simRun struct {
 	holdings  []simHolding
 	served    []simServed
 	waits     []simWait
+	reads     []simRead
 	released  map[string]time.Time // tokens Unlock released, when it returned
 	cooldowns map[string]time.Time // tokens released with a cooldown, until when
 	reached   []map[string]uint8   // per node: the tokens its acquires (1) and releases (2) ran for
@@ -114,6 +115,14 @@ type simHolding struct {
 type simWait struct {
 	key, who string
 	from, to time.Time
+}
+
+// simRead is an Election.Leader call's answer: a term, or none.
+type simRead struct {
+	who       string
+	call, ret time.Time
+	term      uint64
+	none      bool
 }
 
 // simServed is a Lock call that waited in a key's queue and got the lock.
@@ -214,6 +223,9 @@ func (s *simRun) setUpNodes(rng *rand.Rand) {
 		rate := 1 + (2*rng.Float64()-1)*0.9*defaultDriftFactor
 		if allFast {
 			rate = 1 + rng.Float64()*0.9*defaultDriftFactor
+		}
+		if s.mutant.clock != 0 {
+			rate = s.mutant.clock
 		}
 		s.rates = append(s.rates, rate)
 		f.mem.SetClockRate(rate)

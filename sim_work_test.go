@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -46,6 +47,11 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 				s.waits = append(s.waits, simWait{key: key, who: who, from: from, to: time.Now()})
 				s.mu.Unlock()
 			}
+			if err == nil && rng.IntN(4) == 0 { // the holder re-enters: the same token, the TTL refreshed
+				if again, err := c.TryLock(ctx, key, append(opts, WithToken(l.Token()))...); err == nil {
+					l, who = again, who+"(again)"
+				}
+			}
 			got(who, l, err, false)
 		case 5:
 			other := simKeys[(slices.Index(simKeys, key)+1+rng.IntN(len(simKeys)-1))%len(simKeys)]
@@ -70,6 +76,9 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		case 8:
 			s.lead(ctx, c, who, hold)
 		default:
+			if rng.IntN(2) == 0 {
+				s.readLeader(ctx, c, who)
+			}
 			time.Sleep(time.Duration(rng.Int64N(int64(s.ttl / 8))))
 		}
 		cancel()
@@ -85,10 +94,32 @@ func (s *simRun) lead(ctx context.Context, c *Client, who string, hold time.Dura
 	}
 	_ = e.Lead(ctx, who, func(ctx context.Context, ld *Leadership) error {
 		from := time.Now()
-		live := s.workFor(ctx, from, hold)
+		live := s.workFor(ctx, from, hold/2)
+		if ctx.Err() == nil { // a new value, in the same term
+			_ = ld.Proclaim(ctx, who+"'")
+			live = s.workFor(ctx, live, hold/2)
+		}
 		s.record(simHolding{keys: []string{"election:e"}, who: who + "(leader)", token: ld.Lock().Token(), fence: ld.Term(), got: from, from: from, to: live})
 		return nil
 	})
+}
+
+// readLeader asks who leads the run's election, and records the answer:
+// a leader, or none (ErrNoLeader); other errors (too few nodes answered)
+// say nothing.
+func (s *simRun) readLeader(ctx context.Context, c *Client, who string) {
+	e, err := c.Election("e")
+	if err != nil {
+		return
+	}
+	r := simRead{who: who, call: time.Now()}
+	ld, err := e.Leader(ctx)
+	r.ret, r.term, r.none = time.Now(), ld.Term, errors.Is(err, ErrNoLeader)
+	if err == nil || r.none {
+		s.mu.Lock()
+		s.reads = append(s.reads, r)
+		s.mu.Unlock()
+	}
 }
 
 // workFor works under ctx from from for up to hold, looking at ctx every
