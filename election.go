@@ -365,7 +365,7 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader, kick <-chan st
 			poll.Reset(min(observePoll, e.lc.ttl/2))
 		}
 		ld, err := e.Leader(ctx)
-		if err == nil && ld.newer(latest) {
+		if err == nil && ld.newer(latest) && (latest.Term == 0 || !mutated(mutObserveStuck)) {
 			latest, pending = ld, true
 		}
 	}

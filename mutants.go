@@ -23,6 +23,9 @@ const (
 	// mutLeaderBlind: Election.Leader overlooks the announcement it read,
 	// and reports a won but unannounced election (ErrNoLeader).
 	mutLeaderBlind
+	// mutObserveStuck: Election.Observe hands over its first leader, and
+	// never a newer one.
+	mutObserveStuck
 )
 
 // activeMutants are the mutants a test switched on (a build with

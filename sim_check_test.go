@@ -23,6 +23,7 @@ func (s *simRun) violations() []string {
 	v = append(v, s.unreached()...)
 	v = append(v, s.starved()...)
 	v = append(v, s.staleReads()...)
+	v = append(v, s.unobserved()...)
 	for _, k := range s.left {
 		v = append(v, "left after every Client closed: "+k)
 	}
@@ -126,7 +127,10 @@ func (s *simRun) starved() []string {
 // staleReads lists Election.Leader answers that contradict the
 // leaderships around them: a read made entirely while a leader was
 // announced and valid (Lead's work started before the read, and found
-// its context live after it) must name that leader's term; and no read
+// its context live after it) must name that leader's term, unless a node
+// restarted empty meanwhile (the leader may then hold fewer than a
+// majority of nodes: the restart guard still keeps others out until its
+// validity ends, but a read sees no leader); and no read
 // that began after a leader was announced may name an older term. (These
 // are real-time orders between operations that do not overlap, checked
 // directly; the fence counter's own model, a strictly increasing counter,
@@ -139,10 +143,38 @@ func (s *simRun) staleReads() []string {
 				continue
 			}
 			switch {
-			case h.to.After(r.ret) && (r.none || r.term != h.fence):
+			case h.to.After(r.ret) && (r.none || r.term != h.fence) && !s.forgotBetween(h.from, r.ret):
 				v = append(v, fmt.Sprintf("%s's Leader read %s–%s found term %d (none: %v) while %s led in term %d (%s–%s)", r.who, s.at(r.call), s.at(r.ret), r.term, r.none, h.who, h.fence, s.at(h.from), s.at(h.to)))
 			case !r.none && r.term < h.fence && !s.forgotBetween(h.from, r.ret):
 				v = append(v, fmt.Sprintf("%s's Leader read %s–%s found term %d, older than %s's term %d announced at %s", r.who, s.at(r.call), s.at(r.ret), r.term, h.who, h.fence, s.at(h.from)))
+			}
+		}
+	}
+	return v
+}
+
+// unobserved lists what Election.Observe got wrong: a leader (term, then
+// value) older than one it gave before; or, with no fault under way, a
+// leader announced while it ran that it did not give within TTL/2 and a
+// tenth (its poll's period, and a round) although the leader still led
+// then. Callers hold s.mu.
+func (s *simRun) unobserved() []string {
+	var v []string
+	bound := s.ttl/2 + s.ttl/10
+	for _, o := range s.observers {
+		for i := 1; i < len(o.seen); i++ {
+			a, b := o.seen[i-1], o.seen[i]
+			if b.term < a.term || b.term == a.term && b.seq < a.seq {
+				v = append(v, fmt.Sprintf("%s observed term %d.%d at %s after %d.%d at %s", o.who, b.term, b.seq, s.at(b.at), a.term, a.seq, s.at(a.at)))
+			}
+		}
+		for _, h := range s.holdings {
+			due := h.from.Add(bound)
+			if !slices.Equal(h.keys, []string{"election:e"}) || h.from.Before(o.from) || due.After(o.to) || h.to.Before(due) || !s.calmBetween(h.from, due) {
+				continue
+			}
+			if !slices.ContainsFunc(o.seen, func(x simSeen) bool { return x.term >= h.fence && !x.at.After(due) }) {
+				v = append(v, fmt.Sprintf("%s observing %s–%s never saw %s's term %d, announced at %s, by %s", o.who, s.at(o.from), s.at(o.to), h.who, h.fence, s.at(h.from), s.at(due)))
 			}
 		}
 	}

@@ -102,6 +102,7 @@ var mutants = []mutant{
 	{name: "validity counted from the majority's reply, not the send", code: mutValidityFromReply},
 	{name: "calls dropped when the caller cancels after a majority (stop 23's bug)", code: mutCallsAttached},
 	{name: "Leader overlooks the announcement it read", code: mutLeaderBlind},
+	{name: "Observe hands over its first leader and no newer one", code: mutObserveStuck},
 	// A canary: the library is right, the drift bound is not (every node's
 	// clock 10 drift factors fast, keys expire 9% early).
 	{name: "canary: node clocks beyond the drift factor", clock: 1 + 10*defaultDriftFactor},

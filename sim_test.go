@@ -89,6 +89,7 @@ type simRun struct {
 	served    []simServed
 	waits     []simWait
 	reads     []simRead
+	observers []simObserver
 	released  map[string]time.Time // tokens Unlock released, when it returned
 	cooldowns map[string]time.Time // tokens released with a cooldown, until when
 	reached   []map[string]uint8   // per node: the tokens its acquires (1) and releases (2) ran for
@@ -123,6 +124,18 @@ type simRead struct {
 	call, ret time.Time
 	term      uint64
 	none      bool
+}
+
+// simObserver is an Election.Observe run: what it saw, and when.
+type simObserver struct {
+	who      string
+	from, to time.Time
+	seen     []simSeen
+}
+
+type simSeen struct {
+	at        time.Time
+	term, seq uint64
 }
 
 // simServed is a Lock call that waited in a key's queue and got the lock.

@@ -49,7 +49,8 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			}
 			if err == nil && rng.IntN(4) == 0 { // the holder re-enters: the same token, the TTL refreshed
 				if again, err := c.TryLock(ctx, key, append(opts, WithToken(l.Token()))...); err == nil {
-					l, who = again, who+"(again)"
+					got(who+"(again)", again, nil, false)
+					break
 				}
 			}
 			got(who, l, err, false)
@@ -76,8 +77,11 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		case 8:
 			s.lead(ctx, c, who, hold)
 		default:
-			if rng.IntN(2) == 0 {
+			switch rng.IntN(4) {
+			case 0, 1:
 				s.readLeader(ctx, c, who)
+			case 2:
+				s.observeLeaders(c, who, s.ttl+2*hold)
 			}
 			time.Sleep(time.Duration(rng.Int64N(int64(s.ttl / 8))))
 		}
@@ -120,6 +124,25 @@ func (s *simRun) readLeader(ctx context.Context, c *Client, who string) {
 		s.reads = append(s.reads, r)
 		s.mu.Unlock()
 	}
+}
+
+// observeLeaders follows the run's election with Observe for d, and
+// records what it saw, and when.
+func (s *simRun) observeLeaders(c *Client, who string, d time.Duration) {
+	e, err := c.Election("e")
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	o := simObserver{who: who, from: time.Now()}
+	for ld := range e.Observe(ctx) {
+		o.seen = append(o.seen, simSeen{at: time.Now(), term: ld.Term, seq: ld.seq})
+	}
+	o.to = time.Now()
+	s.mu.Lock()
+	s.observers = append(s.observers, o)
+	s.mu.Unlock()
 }
 
 // workFor works under ctx from from for up to hold, looking at ctx every
