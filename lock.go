@@ -20,13 +20,14 @@ type Lock struct {
 	fence    int64      // fencing token, with WithFencing
 	acquired time.Time  // when the winning attempt started
 
-	// serial lets one Extend or Unlock run at a time. A channel, not a
-	// sync.Mutex: it is held across a quorum round, and a goroutine blocked
-	// on a mutex is not durably blocked in a testing/synctest bubble, so a
-	// second Unlock (Close's, beside Do's) stopped the simulator's virtual time.
-	serial chan struct{}
-	ext    *extender  // auto-extension, if any; set before the lock is shared
-	ending sync.Mutex // held while the lock is being ended (see look)
+	// serial lets one Extend, Proclaim or Unlock run at a time (see
+	// lockSerial): serialHeld, and the callers waiting their turn, first
+	// first, under serialMu.
+	serialMu   sync.Mutex
+	serialHeld bool
+	serialWait []chan struct{}
+	ext        *extender  // auto-extension, if any; set before the lock is shared
+	ending     sync.Mutex // held while the lock is being ended (see look)
 	// A look's fast path (see look): the end point as a duration since
 	// acquired, kept with until; and whether the lock has ended.
 	endAfter atomic.Int64
@@ -158,13 +159,13 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // begin starts an extend or proclaim (op): it fails if ctx is done or the
-// lock released, and otherwise returns holding l.serial, which the caller
+// lock released, and otherwise returns holding the lock's serial turn, which the caller
 // unlocks.
 func (l *Lock) begin(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: op, key: l.key, Quorum: l.c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	l.serial <- struct{}{} // see serial
+	l.lockSerial()
 	if l.isReleased() {
 		l.unserial()
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
@@ -260,7 +261,7 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: "unlock", key: l.key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	l.serial <- struct{}{} // see serial
+	l.lockSerial()
 	defer l.unserial()
 	if l.isReleased() {
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
@@ -488,5 +489,34 @@ func (l *Lock) handOver(heads []string) {
 	}
 }
 
-// unserial lets the next Extend or Unlock run (see serial).
-func (l *Lock) unserial() { <-l.serial }
+// lockSerial waits for the lock's turn to run an Extend, Proclaim or
+// Unlock; unserial ends it. The turn is held across a quorum round, so a
+// caller that has to wait waits on a channel of its own, handed the turn
+// by unserial: a goroutine blocked on a sync.Mutex is not durably blocked
+// in a testing/synctest bubble, and a second Unlock (Close's, beside
+// Do's) held on one stopped the simulator's virtual time. The uncontended
+// path allocates nothing.
+func (l *Lock) lockSerial() {
+	l.serialMu.Lock()
+	if !l.serialHeld {
+		l.serialHeld = true
+		l.serialMu.Unlock()
+		return
+	}
+	turn := make(chan struct{})
+	l.serialWait = append(l.serialWait, turn)
+	l.serialMu.Unlock()
+	<-turn // handed over: serialHeld stays true
+}
+
+// unserial hands the turn to the first caller waiting, if any.
+func (l *Lock) unserial() {
+	l.serialMu.Lock()
+	defer l.serialMu.Unlock()
+	if len(l.serialWait) == 0 {
+		l.serialHeld = false
+		return
+	}
+	close(l.serialWait[0])
+	l.serialWait = l.serialWait[1:]
+}
