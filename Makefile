@@ -26,7 +26,7 @@ test: redis-server
 	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=1000 .
 	$(GO) test -count=1 -tags redlock_mutants -run 'TestSimulationMutants' .
 
-# The simulator's long profile: 50,000 seeds (about 35 minutes on 2 cores).
+# The simulator's long profile: 50,000 seeds (about 40 minutes on 2 cores).
 sim:
 	$(GO) test -count=1 -timeout 120m -run 'TestSimulation$$' -sim.seeds=50000 .
 
