@@ -159,8 +159,8 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 }
 
 // begin starts an extend or proclaim (op): it fails if ctx is done or the
-// lock released, and otherwise returns holding the lock's serial turn, which the caller
-// unlocks.
+// lock released, and otherwise returns holding the lock's serial turn
+// (serial.go), which the caller ends with unserial.
 func (l *Lock) begin(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: op, key: l.key, Quorum: l.c.quorum(), err: ErrNotObtained, cause: err}
