@@ -525,7 +525,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	if hint := c.unusable(a.r); hint != "" && qerr.cause == nil {
 		qerr.unusable, qerr.detail = true, hint
 	}
-	qerr.retryAfter = c.retryAfter(a.r, a.end.Sub(a.start))
+	qerr.retryAfter = c.retryAfter(a.r, a.end.Sub(a.start), a.rkeys != nil)
 	if c.observing() {
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
@@ -560,9 +560,13 @@ func (c *Client) unusable(r *round) string {
 // nobody holds the lock: a split vote between contenders, or keys on their
 // way out. Then waiting for a release notice would wait for nothing, so the
 // answer is a random delay of up to two rounds, which parts the
-// contenders. With too many nodes failing there is no bound: the retry
+// contenders. Not so for a multi-key set (set) refused by more than one
+// token: each node names the holder of one of its keys, and the holders of
+// different keys need not hold a majority each to hold them all (a key
+// held on a bare majority names another key's holder on the other nodes);
+// there is no bound then, as with too many nodes failing: the retry
 // strategy decides.
-func (c *Client) retryAfter(r *round, round time.Duration) time.Duration {
+func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Duration {
 	type holder struct {
 		token string
 		n     int
@@ -595,7 +599,7 @@ func (c *Client) retryAfter(r *round, round time.Duration) time.Duration {
 			return h.pttl + time.Millisecond
 		}
 	}
-	if answered >= c.quorum() {
+	if answered >= c.quorum() && !(set && len(holders) > 1) {
 		return jitter(time.Microsecond, 2*round+time.Microsecond)
 	}
 	return 0

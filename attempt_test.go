@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -131,12 +133,45 @@ func TestRetryAfter(t *testing.T) {
 		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
 		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
 		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+		{"a set's keys held by two holders", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := c.retryAfter(&round{results: tc.results}, rt)
+			got := c.retryAfter(&round{results: tc.results}, rt, strings.HasPrefix(tc.name, "a set"))
 			if got < tc.lo || got > tc.hi {
 				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
 			}
 		})
 	}
+}
+
+// TestSetHeldByTwoRetriesAtStrategyPace: a multi-key set whose keys are
+// held by two holders, each on fewer than a majority of the nodes that
+// answer, is refused by two tokens. That is no split vote (nobody is on
+// the way out), so the set retries at its strategy's pace, not every two
+// rounds: the simulator found such a set attempting about 2,000 times a
+// second for half a second.
+func TestSetHeldByTwoRetriesAtStrategyPace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		fakes[0].set("redlock:{a}", "X", time.Minute)
+		fakes[1].set("redlock:{c}", "Y", time.Minute)
+		for _, f := range fakes {
+			f.delay = time.Millisecond
+		}
+		var attempts atomic.Int64
+		c := newTestClient(t, fakes, WithObserver(func(e Event) {
+			if e.Kind == EventAcquire {
+				attempts.Add(1)
+			}
+		}))
+		m, err := c.MultiLock([]string{"a", "c"})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		_, err = m.Lock(ctx)
+		require.ErrorIs(t, err, ErrNotObtained)
+		// The default strategy waits 10–200 ms between attempts: about 10
+		// in a second, fewer than 101 at the very least.
+		require.LessOrEqual(t, attempts.Load(), int64(100), "attempts in a second")
+	})
 }
