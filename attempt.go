@@ -165,7 +165,12 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 					}
 					return giveUp(f.cause)
 				}
-				last.hint = f.hint
+				// The attempt's bound stands unless the look's is sooner:
+				// after a split vote the key is on its way out (retryAfter),
+				// whatever PTTL the look found on the grants being taken back.
+				if f.hint > 0 && (last.hint == 0 || f.hint < last.hint) {
+					last.hint = f.hint
+				}
 			}
 		}
 		if !asked {

@@ -215,3 +215,69 @@ func TestWaitBoundedByHolderTTL(t *testing.T) {
 		require.Equal(t, 51*time.Millisecond, time.Since(start))
 	})
 }
+
+// TestSplitVoteHandsOverInRounds: three Lock calls on a free key split
+// the vote (each granted on one node of three), all are refused, take
+// their grants back and queue; two of the take-backs are slow, so every
+// look at the queue finds the key held. Nobody holds it, and no release
+// will name anyone: once the take-backs land, the first waiter must try
+// again within a few rounds (the split vote's bound), not after its
+// strategy's delay (10–200 ms by default), which its look, finding the
+// grants being taken back, used to put in place (found by the simulator,
+// seed 91).
+func TestSplitVoteHandsOverInRounds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const d = 200 * time.Microsecond // each node's delay: a round
+		fakes := newFakeNodes(3)
+		tokens := []string{"A", "B", "C"}
+		g := gates{}
+		for i := range fakes {
+			fakes[i].delay = d
+			for j, token := range tokens {
+				if i != j { // node i grants tokens[i] first
+					g[gateKey{i, opAcquire, token}] = make(chan struct{})
+				}
+			}
+		}
+		g.install(fakes)
+		start := time.Now()
+		for i, token := range []string{"", "B", "C"} {
+			acquires := fakes[i].hold
+			fakes[i].hold = func(o *op) {
+				acquires(o)
+				if o.kind == opRelease && o.token == token {
+					time.Sleep(3 * d / 2) // taken back after the looks
+				}
+			}
+		}
+		got := make(chan time.Duration, len(tokens))
+		var wg sync.WaitGroup
+		for _, token := range tokens {
+			c := newTestClient(t, fakes)
+			wg.Go(func() {
+				l, err := c.Lock(t.Context(), "k", WithToken(token))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got <- time.Since(start)
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		time.Sleep(2 * d) // each granted on its own node
+		for _, ch := range g {
+			close(ch)
+		}
+		wg.Wait()
+		close(got)
+		first := <-got
+		// Refused at 4d, the looks at the queue run at 5d, the grants
+		// are gone at 5.5d: the first waiter looks again within two
+		// rounds of its attempt (8d), at 6d or later, and holds the lock
+		// a round or two after that. Its strategy's delay is 10 ms at the
+		// least.
+		require.Less(t, first, 5*time.Millisecond, "the first waiter held the lock %v after the start", first)
+	})
+}
