@@ -44,7 +44,7 @@ type handoff struct {
 
 type waitQueue struct {
 	waiters      map[string]*waiter  // this Client's, by ID
-	holder       string              // token of this Client's lock on the key, while held
+	holder       *Lock               // this Client's lock on the key, until its release
 	lastReleased string              // token of this Client's last release of the key
 	notices      map[string][]string // per released token, the waiter each notice of its release named
 	// contended: until then, Lock calls of this Client queue at once
@@ -168,18 +168,18 @@ func (h *handoff) leave(rkey string, w *waiter) {
 // forget drops rkey's queue when nothing in it matters any more; callers
 // hold h.mu.
 func (h *handoff) forget(rkey string, q *waitQueue) {
-	if len(q.waiters) == 0 && q.holder == "" && !time.Now().Before(q.contended) {
+	if len(q.waiters) == 0 && q.holder == nil && !time.Now().Before(q.contended) {
 		delete(h.queues, rkey)
 	}
 }
 
-// acquired records that this Client now holds rkey with token: releases of
-// other tokens announced meanwhile are old news.
-func (h *handoff) acquired(rkey, token string) {
+// acquired records that this Client now holds rkey with l: releases of
+// other tokens announced while l is live are old news.
+func (h *handoff) acquired(rkey string, l *Lock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.queues[rkey]; q != nil {
-		q.holder = token
+		q.holder = l
 	}
 }
 
@@ -198,8 +198,8 @@ func (h *handoff) released(rkey, token string, heads []string) {
 		}
 		q = h.queue(rkey)
 	}
-	if q.holder == token {
-		q.holder = ""
+	if q.holder != nil && q.holder.token == token {
+		q.holder = nil
 	}
 	q.lastReleased = token
 	q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
@@ -226,8 +226,12 @@ func (h *handoff) notice(_, payload string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
-	if q == nil || q.holder != "" || token == q.lastReleased {
-		return // nobody waits, we hold it, or our own release, handled already
+	if q == nil || q.holder != nil && q.holder.live() || token == q.lastReleased {
+		// Nobody waits, we hold it, or our own release, handled already.
+		// A lock of ours that ended unreleased (expired while its holder
+		// worked on, or was paused) holds nothing: others may have held
+		// the key since, and their releases are news.
+		return
 	}
 	if token == readersLeft {
 		// The last reader of a read-write lock left one node. Each node's

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,6 +50,34 @@ func TestHandoffLocal(t *testing.T) {
 		}
 		c := newTestClient(t, fakes)
 		expectHandoff(t, c, c, "the Unlock")
+	})
+}
+
+// TestHandoffNoticeAfterOwnLockExpired: a Client whose earlier lock on
+// the key expired unreleased (its holder still at work, or paused) does
+// not take a release notice for old news: its waiter is woken. Before,
+// the Client counted itself the key's holder until that lock's Unlock and
+// ignored every notice for the key, so its waiters slept until their
+// timers (found by the simulator, seed 51: 77 ms with the key free).
+func TestHandoffNoticeAfterOwnLockExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		a, b := newTestClient(t, fakes), newTestClient(t, fakes)
+		// a's first lock comes to it from the queue, as the simulator's did.
+		first, err := b.TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		got := make(chan *Lock)
+		go func() {
+			l, err := a.Lock(t.Context(), "k", WithTTL(100*time.Millisecond))
+			assert.NoError(t, err)
+			got <- l
+		}()
+		synctest.Wait()
+		require.NoError(t, first.Unlock(t.Context()))
+		old := <-got
+		time.Sleep(time.Second) // expired, not released
+		expectHandoff(t, b, a, "the release notice")
+		require.ErrorIs(t, old.Unlock(t.Context()), ErrExpired)
 	})
 }
 

@@ -161,10 +161,10 @@ func (c *Client) track(l *Lock) error {
 	}
 	c.held[l] = struct{}{}
 	if l.rkeys == nil && l.mode != modeRead { // a reader does not hold the key
-		c.hand.acquired(l.rkey, l.token)
+		c.hand.acquired(l.rkey, l)
 	}
 	for _, k := range l.rkeys {
-		c.hand.acquired(k, l.token)
+		c.hand.acquired(k, l)
 	}
 	if l.cfg.autoExtend {
 		l.startExtending()
