@@ -165,12 +165,7 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 					}
 					return giveUp(f.cause)
 				}
-				// The attempt's bound stands unless the look's is sooner:
-				// after a split vote the key is on its way out (retryAfter),
-				// whatever PTTL the look found on the grants being taken back.
-				if f.hint > 0 && (last.hint == 0 || f.hint < last.hint) {
-					last.hint = f.hint
-				}
+				last.hint = sooner(last.hint, f.hint)
 			}
 		}
 		if !asked {
@@ -189,6 +184,17 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 		}
 		attemptNext = woken
 	}
+}
+
+// sooner returns the sooner of two bounds on a wait (0: none). After a
+// refused attempt, the attempt's bound stands unless its look at the queue
+// gives a sooner one: after a split vote the key is on its way out
+// (retryAfter), whatever PTTL the look found on grants being taken back.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || b > 0 && b < a {
+		return b
+	}
+	return a
 }
 
 // cutShort reports whether try f, which failed after last, was ended by
