@@ -22,6 +22,7 @@ func (s *simRun) violations() []string {
 	v = append(v, s.outOfOrder()...)
 	v = append(v, s.unreached()...)
 	v = append(v, s.starved()...)
+	v = append(v, s.slowHandOffs()...)
 	v = append(v, s.staleReads()...)
 	v = append(v, s.unobserved()...)
 	for _, k := range s.left {
@@ -67,13 +68,14 @@ func (s *simRun) at(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(s.be
 
 // outOfOrder lists Lock calls served out of queue order: A took its place
 // in a key's queue before B did, and B got the key first, with no fault
-// under way from A's place to B's lock (a fault may cost a waiter its
-// place: docs/design.md). Callers hold s.mu.
+// under way from A's place to B's lock, nor a restart guard refusing grants
+// (a fault may cost a waiter its place: docs/design.md; a guard, its
+// attempt, and with it its place where it was granted). Callers hold s.mu.
 func (s *simRun) outOfOrder() []string {
 	var v []string
 	for _, a := range s.served {
 		for _, b := range s.served {
-			if a.key == b.key && a.queued.Before(b.queued) && b.took.Before(a.took) && s.calmBetween(a.queued, b.took) {
+			if a.key == b.key && a.queued.Before(b.queued) && b.took.Before(a.took) && !a.guarded && s.calmBetween(a.queued, b.took) {
 				v = append(v, fmt.Sprintf("key %s: %s's waiter queued at %s got it at %s, after %s's queued at %s got it at %s", a.key, a.client, s.at(a.queued), s.at(a.took), b.client, s.at(b.queued), s.at(b.took)))
 			}
 		}
@@ -111,7 +113,7 @@ func (s *simRun) unreached() []string {
 func (s *simRun) starved() []string {
 	var v []string
 	for _, w := range s.waits {
-		if w.to.Sub(w.from) <= s.ttl+defaultWaiterLease || !s.calmBetween(w.from, w.to) {
+		if !w.failed || w.guarded || w.to.Sub(w.from) <= s.ttl+defaultWaiterLease || !s.calmBetween(w.from, w.to) {
 			continue
 		}
 		held := slices.ContainsFunc(s.holdings, func(h simHolding) bool {
@@ -122,6 +124,84 @@ func (s *simRun) starved() []string {
 		}
 	}
 	return v
+}
+
+// handOffBound is how long a key that somebody waits for may stay free
+// once faults have stopped for a waiter lease (no lapsed places are left
+// in the queues then), after a holder released it: a lock's key outlives
+// its validity by the drift (TTL/100 + 2 ms, nodes' clocks within the
+// drift factor) and its acquisition's rounds (up to the node timeout,
+// TTL/20); the release names the first waiter, which attempts at once;
+// and a hand-off is two rounds. TTL/10 covers all of it. A key left to
+// expire (a cooldown's, a holder's that never released it) wakes nobody:
+// the first waiter finds it free at its next look, within its retry
+// strategy's delay (the default's longest is 200 ms) or the PTTL it saw.
+func (s *simRun) handOffBound(after *simHolding) time.Duration {
+	if after == nil || after.expires {
+		return s.ttl/10 + 200*time.Millisecond
+	}
+	return s.ttl / 10
+}
+
+// slowHandOffs lists Lock calls that, with no fault under way from a
+// waiter lease before their call to their return, saw their key free for
+// longer than the hand-off bound: a wait lasts only as long as other
+// holders hold the key, plus a bound per hand-off. With the queue's order
+// (outOfOrder), a waiter with n waiters ahead of it is served within
+// their holdings plus n+1 bounds. Callers hold s.mu.
+func (s *simRun) slowHandOffs() []string {
+	var v []string
+	for _, w := range s.waits {
+		to := earliest(w.to, s.end)
+		if w.guarded || !s.calmBetween(w.from.Add(-defaultWaiterLease), to) {
+			continue
+		}
+		for _, g := range s.freeGaps(w.key, w.from, to) {
+			if bound := s.handOffBound(g.after); g.to.Sub(g.from) > bound {
+				v = append(v, fmt.Sprintf("key %s: %s waited %s–%s, and nobody held it %s–%s (bound %v)", w.key, w.who, s.at(w.from), s.at(w.to), s.at(g.from), s.at(g.to), bound))
+			}
+		}
+	}
+	return v
+}
+
+// simGap is a stretch of time in which nobody held a key, and the holding
+// that ended when it began (nil if none did).
+type simGap struct {
+	from, to time.Time
+	after    *simHolding
+}
+
+// freeGaps returns the stretches of [from, to] that no holding of key
+// covers; callers hold s.mu.
+func (s *simRun) freeGaps(key string, from, to time.Time) []simGap {
+	var hs []*simHolding
+	var before *simHolding // the last to end before from
+	for i := range s.holdings {
+		h := &s.holdings[i]
+		switch {
+		case !slices.Contains(h.keys, key) || !h.from.Before(h.to):
+		case h.from.Before(to) && h.keptUntil().After(from):
+			hs = append(hs, h)
+		case !h.keptUntil().After(from) && (before == nil || h.keptUntil().After(before.keptUntil())):
+			before = h
+		}
+	}
+	slices.SortFunc(hs, func(a, b *simHolding) int { return a.from.Compare(b.from) })
+	var gaps []simGap
+	g := simGap{from: from, after: before} // the gap being measured
+	for _, h := range hs {
+		if h.from.After(g.from) {
+			gaps = append(gaps, simGap{g.from, h.from, g.after})
+		}
+		if h.keptUntil().After(g.from) {
+			g.from, g.after = h.keptUntil(), h
+		}
+	}
+	if to.After(g.from) {
+		gaps = append(gaps, simGap{g.from, to, g.after})
+	}
+	return gaps
 }
 
 // staleReads lists Election.Leader answers that contradict the

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,20 @@ func (s *simRun) guarded(i int) bool {
 		}
 	}
 	return true
+}
+
+// guardedSince reports whether some Client's restart guard has refused a
+// node's grants at any time since from.
+func (s *simRun) guardedSince(from time.Time) bool {
+	for _, c := range s.clients {
+		c.guard.mu.Lock()
+		guarded := slices.ContainsFunc(c.guard.until, func(t time.Time) bool { return t.After(from) })
+		c.guard.mu.Unlock()
+		if guarded {
+			return true
+		}
+	}
+	return false
 }
 
 // calmBetween reports whether no fault was under way at any time from

@@ -107,6 +107,8 @@ var mutants = []mutant{
 	// clock 10 drift factors fast, keys expire 9% early).
 	{name: "canary: node clocks beyond the drift factor", clock: 1 + 10*defaultDriftFactor},
 	everyScript("the queue gate skipped: a free key goes to whoever asks", queueGate, "if h and h ~= id then return nil end"),
+	// Liveness, not safety: waiters of other Clients wait for their timers.
+	everyScript("release notices never published", "redis.call('PUBLISH', prefix .. client, ", "local _ = tostring("),
 	scriptMutant("release without its token check: deletes whoever holds the key", releaseSrc, tokenCheck, ""),
 	scriptMutant("a cooldown ignored: the release deletes the key at once", releaseSrc, "if ARGV[2] ~= '0' then", "if false then"),
 	scriptMutant("extend re-creates an expired key", extendSrc,

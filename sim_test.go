@@ -110,12 +110,33 @@ type simHolding struct {
 	fence    uint64
 	got      time.Time // when Lock returned it
 	from, to time.Time
+	// expires: at to, its keys were left to expire on the nodes, not
+	// released (a cooldown; a holding that ended before its release)
+	expires bool
+	// kept, if later than to, is when the holder gave the keys up: a Do
+	// relies on its lock until its last look found it live, and keeps it
+	// until the work returns
+	kept time.Time
 }
 
-// simWait is a Lock call on one key that waited until its context ended.
+// keptUntil is when h's holder gave its keys up.
+func (h *simHolding) keptUntil() time.Time {
+	if h.kept.After(h.to) {
+		return h.kept
+	}
+	return h.to
+}
+
+// simWait is a Lock call on one key: from its call to its return, and
+// whether it failed.
 type simWait struct {
 	key, who string
 	from, to time.Time
+	failed   bool
+	// guarded: some Client's restart guard refused a node's grants while
+	// it waited (a Client learns of a restart when it next hears from the
+	// node, so the guard can outlast the fault by far)
+	guarded bool
 }
 
 // simRead is an Election.Leader call's answer: a term, or none.
@@ -142,6 +163,7 @@ type simSeen struct {
 type simServed struct {
 	key, client  string
 	queued, took time.Time
+	guarded      bool // a restart guard refused grants meanwhile (see simWait)
 }
 
 func (s *simRun) logf(format string, args ...any) {
@@ -156,8 +178,9 @@ func (s *simRun) logf(format string, args ...any) {
 func (s *simRun) observe(c string) Observer {
 	return func(e Event) {
 		if e.Kind == EventAcquire && e.Err == nil && !e.Queued.IsZero() {
+			guarded := s.guardedSince(e.Queued)
 			s.mu.Lock()
-			s.served = append(s.served, simServed{key: e.Key, client: c, queued: e.Queued, took: time.Now()})
+			s.served = append(s.served, simServed{key: e.Key, client: c, queued: e.Queued, took: time.Now(), guarded: guarded})
 			s.mu.Unlock()
 		}
 		if *simSeed == 0 && !*simTrace {
@@ -207,13 +230,18 @@ func runSim(t *testing.T, seed uint64, m mutant) *simRun {
 	s.ttl = time.Duration(200+rng.IntN(1800)) * time.Millisecond
 	s.calm, s.end = s.begin.Add(6*s.ttl), s.begin.Add(10*s.ttl)
 	s.setUpNodes(rng)
-	var wg sync.WaitGroup
+	type worker struct{ c, w int }
+	var workers []worker
 	for i := range 2 + rng.IntN(3) {
-		c := s.newClient(t, i, rng)
+		s.newClient(t, i, rng)
 		for w := range 1 + rng.IntN(3) {
-			wrng := rand.New(rand.NewPCG(seed, uint64(100*i+w+1)))
-			wg.Go(func() { s.work(c, fmt.Sprintf("c%d.w%d", i, w), wrng) })
+			workers = append(workers, worker{i, w})
 		}
+	}
+	var wg sync.WaitGroup // every Client made before any worker starts: workers read s.clients
+	for _, w := range workers {
+		wrng := rand.New(rand.NewPCG(seed, uint64(100*w.c+w.w+1)))
+		wg.Go(func() { s.work(s.clients[w.c], fmt.Sprintf("c%d.w%d", w.c, w.w), wrng) })
 	}
 	wg.Go(func() { s.injectFaults(rand.New(rand.NewPCG(seed, 0xfa17))) })
 	time.Sleep(time.Until(s.end))

@@ -42,11 +42,9 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		case 3, 4:
 			from := time.Now()
 			l, err := c.Lock(ctx, key, opts...)
-			if err != nil && ctx.Err() != nil {
-				s.mu.Lock()
-				s.waits = append(s.waits, simWait{key: key, who: who, from: from, to: time.Now()})
-				s.mu.Unlock()
-			}
+			s.mu.Lock()
+			s.waits = append(s.waits, simWait{key: key, who: who, from: from, to: time.Now(), failed: err != nil, guarded: s.guardedSince(from)})
+			s.mu.Unlock()
 			if err == nil && rng.IntN(4) == 0 { // the holder re-enters: the same token, the TTL refreshed
 				if again, err := c.TryLock(ctx, key, append(opts, WithToken(l.Token()))...); err == nil {
 					got(who+"(again)", again, nil, false)
@@ -171,6 +169,10 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 		return
 	}
 	got := time.Now()
+	var cooldown time.Duration // the release's: the keys are left to expire then
+	if rng.IntN(5) == 0 {
+		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
+	}
 	var ended atomic.Int64 // when Done closed, in ns since begin
 	go func() { <-l.Done(); ended.Store(int64(time.Since(s.begin))) }()
 	from := got
@@ -180,8 +182,8 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 		if e := s.begin.Add(time.Duration(ended.Load())); ended.Load() != 0 && !e.Before(from) {
 			to = earliest(to, e)
 		}
-		to = earliest(to, s.end) // Close releases it then
-		s.record(simHolding{keys: l.Keys(), reader: reader, who: who, token: l.Token(), fence: l.Fence(), got: got, from: from, to: earliest(to, l.validUntil())})
+		to = earliest(earliest(to, s.end), l.validUntil()) // Close releases it at the end
+		s.record(simHolding{keys: l.Keys(), reader: reader, who: who, token: l.Token(), fence: l.Fence(), got: got, from: from, to: to, expires: cooldown > 0 || to.Before(time.Now())})
 	}
 	deadline := from.Add(hold)
 	for step := s.ttl / 4; ; {
@@ -204,10 +206,6 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 		}
 		time.Sleep(step)
 	}
-	var cooldown time.Duration
-	if rng.IntN(5) == 0 {
-		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
 	sent := time.Now() // a cooldown counts from when a node ran the release: after this
 	err = l.UnlockAfter(ctx, cooldown)
@@ -221,7 +219,7 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 	}
 	if cooldown > 0 && err == nil { // it keeps others out, as a holding (give or take the nodes' clocks)
 		s.holdings = append(s.holdings, simHolding{keys: l.Keys(), reader: reader, who: who + "(cooldown)", token: l.Token(), got: got,
-			from: time.Now(), to: sent.Add(cooldown - drift(cooldown, defaultDriftFactor))})
+			from: time.Now(), to: sent.Add(cooldown - drift(cooldown, defaultDriftFactor)), expires: true})
 	}
 	s.mu.Unlock()
 }
@@ -237,7 +235,8 @@ func earliest(a, b time.Time) time.Time {
 func (s *simRun) doWork(c *Client, who, key string, hold time.Duration, opts []Option) {
 	_ = c.Do(context.Background(), key, func(ctx context.Context) error {
 		from := time.Now()
-		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: s.workFor(ctx, from, hold)})
+		to := s.workFor(ctx, from, hold)
+		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: to, expires: ctx.Err() != nil, kept: time.Now()})
 		return nil
 	}, opts...)
 }
