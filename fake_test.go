@@ -76,10 +76,14 @@ func (n *fakeNode) start(c call) { n.startPaused(c, 0, turn{}) }
 
 // turn keeps a connection's calls in order: a call runs on the node only
 // after the call before it (after closed), and closes done once it has.
-// The zero turn orders nothing.
+// lag is how long a call, once sent, travels before the node reads it (a
+// link losing packets): it runs then, even if its caller gave up
+// meanwhile, as a real node runs what reached its socket. The zero turn
+// orders nothing.
 type turn struct {
 	after <-chan struct{}
 	done  chan struct{}
+	lag   time.Duration
 }
 
 // startPaused runs the call as start does, in its turn, and holds its
@@ -142,6 +146,7 @@ func (n *fakeNode) do(ctx context.Context, c *call, t turn) result {
 	if c.ended() {
 		return result{err: c.notSent()}
 	}
+	time.Sleep(t.lag) // sent: it runs, whatever becomes of its caller
 	n.mu.Lock()
 	amnesia, variant := n.amnesia, n.variant
 	n.mu.Unlock()

@@ -180,7 +180,7 @@ func (s *simRun) freeGaps(key string, from, to time.Time) []simGap {
 	for i := range s.holdings {
 		h := &s.holdings[i]
 		switch {
-		case !slices.Contains(h.keys, key) || !h.from.Before(h.to):
+		case !slices.Contains(h.keys, key) || !h.from.Before(h.keptUntil()):
 		case h.from.Before(to) && h.keptUntil().After(from):
 			hs = append(hs, h)
 		case !h.keptUntil().After(from) && (before == nil || h.keptUntil().After(before.keptUntil())):

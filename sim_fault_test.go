@@ -18,6 +18,7 @@ type simLink struct {
 	*fakeNode
 	cut   *atomic.Bool
 	pause *atomic.Int64 // a time.Duration
+	lag   *atomic.Int64 // a time.Duration: calls reach the node late
 	last  *simLast
 }
 
@@ -33,7 +34,7 @@ func (n simLink) start(c call) {
 		return
 	}
 	n.last.mu.Lock()
-	t := turn{after: n.last.done, done: make(chan struct{})}
+	t := turn{after: n.last.done, done: make(chan struct{}), lag: time.Duration(n.lag.Load())}
 	n.last.done = t.done
 	n.last.mu.Unlock()
 	n.startPaused(c, time.Duration(n.pause.Load()), t)
@@ -60,7 +61,7 @@ func (s *simRun) fault(rng *rand.Rand) {
 	d := time.Duration(int64(s.ttl/10) + rng.Int64N(int64(2*s.ttl)))
 	i := rng.IntN(len(s.nodes))
 	f := s.nodes[i]
-	switch rng.IntN(8) {
+	switch rng.IntN(9) {
 	case 0: // frozen: calls wait, whatever their context says
 		gate := make(chan struct{})
 		f.setGate(gate)
@@ -108,6 +109,12 @@ func (s *simRun) fault(rng *rand.Rand) {
 		s.logf("client %d reads replies %v late, for %v", c, p, d)
 		time.AfterFunc(d, func() { s.pauses[c].Store(0) })
 		d += p
+	case 8: // a Client's link to a node loses packets: calls arrive late, some after their deadline, and run
+		c, lag := rng.IntN(len(s.lags)), time.Duration(int64(s.ttl/100)+rng.Int64N(int64(s.ttl/10)))
+		s.lags[c][i].Store(int64(lag))
+		s.logf("client %d's calls reach node %d %v late, for %v", c, i, lag, d)
+		time.AfterFunc(d, func() { s.lags[c][i].Store(0) })
+		d += lag
 	}
 	// A fault's effects on the wait queues outlast it: a waiter that could
 	// not refresh its place, or take it out, puts it back or loses it at

@@ -74,10 +74,11 @@ type simRun struct {
 	mutant  mutant
 	ttl     time.Duration
 	nodes   []*fakeNode
-	latency []time.Duration // per node: how long it takes to answer
-	rates   []float64       // per node: how fast its clock runs
-	cuts    []*atomic.Bool  // per Client: cut off from every node
-	pauses  []*atomic.Int64 // per Client: how late it reads replies
+	latency []time.Duration   // per node: how long it takes to answer
+	rates   []float64         // per node: how fast its clock runs
+	cuts    []*atomic.Bool    // per Client: cut off from every node
+	pauses  []*atomic.Int64   // per Client: how late it reads replies
+	lags    [][]*atomic.Int64 // per Client, per node: how late its calls arrive
 	clients []*Client
 	begin   time.Time
 	calm    time.Time // no fault starts after it
@@ -299,9 +300,12 @@ func (s *simRun) ran(i int) func(*op) {
 func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 	cut, pause := &atomic.Bool{}, &atomic.Int64{}
 	nodes := make([]node, len(s.nodes))
+	lags := make([]*atomic.Int64, len(s.nodes))
 	for j, f := range s.nodes {
-		nodes[j] = simLink{f, cut, pause, &simLast{}}
+		lags[j] = &atomic.Int64{}
+		nodes[j] = simLink{f, cut, pause, lags[j], &simLast{}}
 	}
+	s.lags = append(s.lags, lags)
 	c, err := newClient(nodes, []Option{WithTTL(s.ttl), WithObserver(s.observe(fmt.Sprint("c", i)))})
 	if err != nil {
 		t.Fatal(err)
