@@ -171,7 +171,7 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 	got := time.Now()
 	var cooldown time.Duration // the release's: the keys are left to expire then
 	if rng.IntN(5) == 0 {
-		cooldown = time.Duration(1 + rng.Int64N(int64(s.ttl)))
+		cooldown = time.Millisecond + time.Duration(rng.Int64N(int64(s.ttl))) // the least UnlockAfter takes
 	}
 	var ended atomic.Int64 // when Done closed, in ns since begin
 	go func() { <-l.Done(); ended.Store(int64(time.Since(s.begin))) }()
