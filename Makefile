@@ -17,7 +17,7 @@ PKGS = github.com/redlock-go/redlock/...
 
 # The integration suite takes about 3 minutes (3.5 beside a CPU hog on 2
 # cores); the limit per package is set to 30 minutes, so only a hang ends
-# it. Then the seeded simulator's 1,000 seeds (about 45 s on 2 quiet
+# it. Then the seeded simulator's 1,000 seeds (about 30 s on 2 quiet
 # cores) and its catalogue of mutants, each of which must be caught (a
 # build with -tags redlock_mutants: docs/testing.md).
 test: redis-server
@@ -26,7 +26,7 @@ test: redis-server
 	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=1000 .
 	$(GO) test -count=1 -tags redlock_mutants -run 'TestSimulationMutants' .
 
-# The simulator's long profile: 50,000 seeds (about 40 minutes on 2 cores).
+# The simulator's long profile: 50,000 seeds (about 25 minutes on 2 cores).
 sim:
 	$(GO) test -count=1 -timeout 120m -run 'TestSimulation$$' -sim.seeds=50000 .
 

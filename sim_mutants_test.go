@@ -91,12 +91,13 @@ const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1
 // mutants is the catalogue: each must be caught by the simulator within
 // its seed budget (docs/testing.md has how soon). The mutants of the
 // library's own code need a build with -tags redlock_mutants (make test
-// runs one); without it they are skipped. Two bugs the simulator does not
-// catch are not in it (docs/testing.md says why; directed tests cover
-// them): a lenient fence write-back (it matters only once mutual
-// exclusion has failed, which the simulator's faults never make it do),
-// and Lead dropping an end that comes before the announcement (its window
-// is one proclaim round).
+// runs one); without it they are skipped. Bugs the simulator does not
+// catch within its budget are not in it (docs/testing.md says why;
+// directed tests cover them): a lenient fence write-back (its schedule
+// needs four delays in a precise order), Lead dropping an end that comes
+// before the announcement (a goroutine interleaving within one proclaim
+// round), and a Lock cut short reporting the wrong try (a try in flight
+// at its deadline with no fault under way).
 var mutants = []mutant{
 	{name: "drift left out of the validity", code: mutDriftLeftOut},
 	{name: "validity counted from the majority's reply, not the send", code: mutValidityFromReply},
