@@ -77,6 +77,7 @@ func TestHandoffNoticeAfterOwnLockExpired(t *testing.T) {
 		old := <-got
 		time.Sleep(time.Second) // expired, not released
 		expectHandoff(t, b, a, "the release notice")
+		synctest.Wait() // the waiter's releases to the slower nodes too
 		require.ErrorIs(t, old.Unlock(t.Context()), ErrExpired)
 	})
 }
