@@ -574,8 +574,10 @@ func (c *Client) unusable(r *round) string {
 // contenders. Not so for a multi-key set (set) refused by more than one
 // token: each node names the holder of one of its keys, and the holders of
 // different keys need not hold a majority each to hold them all (a key
-// held on a bare majority names another key's holder on the other nodes);
-// there is no bound then, as with too many nodes failing: the retry
+// held on a bare majority names another key's holder on the other nodes).
+// The keys named are gone at the latest when the longest PTTL among them
+// runs out: look again then (others may be held longer; the next refusal
+// names them). With too many nodes failing there is no bound: the retry
 // strategy decides.
 func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Duration {
 	type holder struct {
@@ -610,7 +612,17 @@ func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Durati
 			return h.pttl + time.Millisecond
 		}
 	}
-	if answered >= c.quorum() && !(set && len(holders) > 1) {
+	if set && len(holders) > 1 {
+		var longest time.Duration
+		for _, h := range holders {
+			if h.noTTL {
+				return 0
+			}
+			longest = max(longest, h.pttl)
+		}
+		return longest + time.Millisecond
+	}
+	if answered >= c.quorum() {
 		return jitter(time.Microsecond, 2*round+time.Microsecond)
 	}
 	return 0

@@ -133,7 +133,8 @@ func TestRetryAfter(t *testing.T) {
 		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
 		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
 		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
-		{"a set's keys held by two holders", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
+		{"a set's keys held by two holders", []result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		{"a set's keys held by two holders, one without TTL", []result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.retryAfter(&round{results: tc.results}, rt, strings.HasPrefix(tc.name, "a set"))
