@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -351,6 +352,17 @@ func TestInspect(t *testing.T) {
 	l, err := c.Lock(context.Background(), "inspected", redlock.WithMetadata("batch 42"), redlock.WithFencing())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Lock returns at a majority: the last node's grant may still be on
+	// its way (CI run 30, beside a CPU hog, listed it free).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, err := c.Inspect(context.Background(), "inspected")
+		if err == nil && !slices.ContainsFunc(s.Nodes, func(n redlock.NodeState) bool { return !n.Held }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock's key did not reach every node: %v", err)
+		}
 	}
 	r := runBinary(t, nil, "inspect", "--nodes", nodes, "inspected")
 	if r.code != 0 || !strings.Contains(r.stdout, "HELD by a majority") || strings.Count(r.stdout, "batch 42") != 4 {
