@@ -98,7 +98,7 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 	// failure, with cause.
 	giveUp := func(cause error) (*Lock, error) {
 		if w != nil {
-			c.leaveOn(ctx, c.nodes, &w.place, rkey, lc.ttl)
+			c.leaveOn(ctx, c.nodes, &w.Place, rkey, lc.ttl)
 		}
 		return nil, last.err(c, key, ctx, cause)
 	}
@@ -177,7 +177,7 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 		if last.hint > 0 {
 			d = min(d, last.hint)
 		}
-		d = min(d, w.lease/3) // refresh our place in time
+		d = min(d, w.Lease/3) // refresh our place in time
 		woken, err := c.wait(ctx, w, d)
 		if err != nil {
 			return giveUp(err)
@@ -207,7 +207,7 @@ func cutShort(ctx context.Context, last, f failure) bool {
 		return true
 	}
 	for _, res := range f.r.results { // a look at the queue
-		if !ctxEnd(res.err) {
+		if !ctxEnd(res.Err) {
 			return false
 		}
 	}
@@ -319,7 +319,7 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 		return failure{cause: err}
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
-	o := &op{kind: opQueue, key: w.rkey, place: &w.place, wake: c.hand.wakeArg}
+	o := &Op{Kind: OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
 	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
 	r.finish(&c.bg, nil)
 	if r.tally.won() {
@@ -332,10 +332,10 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 	for _, res := range r.results {
 		var d time.Duration
 		switch {
-		case res.status == statusHeld && res.head == w.id && res.pttl >= 0:
-			d = res.pttl
-		case res.status == statusQueued:
-			d = res.pttl
+		case res.Status == StatusHeld && res.Head == w.ID && res.PTTL >= 0:
+			d = res.PTTL
+		case res.Status == StatusQueued:
+			d = res.PTTL
 		default:
 			continue
 		}
@@ -348,11 +348,11 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 }
 
 // leaveOn takes the place p out of rkey's queue on nodes, in the background.
-func (c *Client) leaveOn(ctx context.Context, nodes []node, p *place, rkey string, ttl time.Duration) {
+func (c *Client) leaveOn(ctx context.Context, nodes []node, p *Place, rkey string, ttl time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
-	o := &op{kind: opQueue, key: rkey, place: p, quiet: true, wake: c.hand.wakeArg}
+	o := &Op{Kind: OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}
 	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }
 
@@ -361,7 +361,7 @@ type acquisition struct {
 	target
 	token      string
 	lc         *lockConfig
-	place      *place // in the wait queue, if queued
+	place      *Place // in the wait queue, if queued
 	n          int    // the attempt's number within its Lock call
 	r          *round // the acquire round
 	wr         *round // the fence write-back round, with fencing
@@ -381,7 +381,7 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 		a.token = rand.Text()
 	}
 	if w != nil {
-		a.place = &w.place
+		a.place = &w.Place
 	}
 	c.acquire(ctx, a)
 	if v := validity(lc.ttl, c.cfg.drift, a.start, a.end); a.won && v > 0 {
@@ -394,11 +394,11 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 // the token back to a majority.
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
-	o := a.op(opAcquire, a.token, encodeValue(a.token, a.lc.meta), ttl)
-	if a.lc.fencing && a.mode != modeRead { // readers get no fencing token
-		o.kind, o.fence = opAcquireFenced, c.propose()
+	o := a.op(OpAcquire, a.token, EncodeValue(a.token, a.lc.meta), ttl)
+	if a.lc.fencing && a.mode != ModeRead { // readers get no fencing token
+		o.Kind, o.Fence = OpAcquireFenced, c.propose()
 	}
-	o.place = a.place
+	o.Place = a.place
 	// Detached, as Unlock's releases are: a caller that cancels ctx as soon
 	// as a majority granted (a wait with a timeout) would otherwise drop the
 	// grants still queued for the slower nodes, and the lock would survive
@@ -411,24 +411,24 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		a.start = time.Now()
 	}
 	a.won = a.r.tally.won()
-	if a.won && o.kind == opAcquireFenced {
+	if a.won && o.Kind == OpAcquireFenced {
 		// A majority that took our proposal holds it already: it is the
 		// token. Otherwise the token is the largest a majority handed out;
 		// written back to a majority, any later majority starts above it.
 		// (docs/fencing.md has the argument.)
 		acked := 0
 		for _, res := range a.r.results {
-			if res.ok() {
-				a.fence = max(a.fence, res.fence)
-				if res.fence == o.fence {
+			if res.OK() {
+				a.fence = max(a.fence, res.Fence)
+				if res.Fence == o.Fence {
 					acked++
 				}
 			}
 		}
 		if acked >= c.quorum() {
-			a.fence = o.fence
+			a.fence = o.Fence
 		} else {
-			a.wr = c.send(ctx, request{op: newFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
+			a.wr = c.send(ctx, request{op: NewFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
 			a.wr.finish(&c.bg, nil)
 			a.won = a.wr.tally.won()
 		}
@@ -444,11 +444,11 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 // round it would have saved, never safety; nor does one that is too large,
 // which only makes later proposals from slower clocks fall short.
 func (c *Client) propose() int64 {
-	now := time.Now().UnixMicro()/100*fenceModulus + fenceModulus - 1
+	now := time.Now().UnixMicro()/100*FenceModulus + FenceModulus - 1
 	for {
 		last := c.proposed.Load()
-		p := max(now, last+fenceModulus)
-		if p >= maxFence/2 {
+		p := max(now, last+FenceModulus)
+		if p >= MaxFence/2 {
 			return 0
 		}
 		if c.proposed.CompareAndSwap(last, p) {
@@ -469,22 +469,22 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	var refused []node // that keep our place in the queue
 	for i, res := range a.r.results {
 		// Guarded grants too: the key there is ours.
-		l.nodes[i].granted = res.status == statusOK || res.status == statusRefreshed
-		if a.place != nil && res.answered && !l.nodes[i].granted {
+		l.nodes[i].granted = res.Status == StatusOK || res.Status == StatusRefreshed
+		if a.place != nil && res.Answered && !l.nodes[i].granted {
 			refused = append(refused, c.nodes[i])
 		}
 	}
 	// A grant took our place out of the node's queue; elsewhere it goes now,
 	// or when the node's late reply comes.
 	c.leaveOn(ctx, refused, a.place, a.rkey, ttl)
-	a.r.finish(&c.bg, func(i int, res result) {
+	a.r.finish(&c.bg, func(i int, res Result) {
 		l.lateGrant(ctx, i, res)
-		if a.place != nil && res.status != statusOK && res.status != statusRefreshed {
+		if a.place != nil && res.Status != StatusOK && res.Status != StatusRefreshed {
 			c.leaveOn(ctx, []node{c.nodes[i]}, a.place, a.rkey, ttl)
 		}
 	})
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.time(), Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	if err := c.track(l); err != nil {
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -499,10 +499,10 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 // a fresh token, "held already" can only be this attempt's own write, so
 // it goes too.
 func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
-	created := func(res result) bool {
-		return res.status == statusOK || res.status == statusRefreshed && a.lc.token == ""
+	created := func(res Result) bool {
+		return res.Status == StatusOK || res.Status == StatusRefreshed && a.lc.token == ""
 	}
-	a.r.finish(&c.bg, func(i int, res result) {
+	a.r.finish(&c.bg, func(i int, res Result) {
 		if created(res) {
 			c.releaseOn(ctx, []node{c.nodes[i]}, a.target, a.token, a.lc.ttl, 0)
 		}
@@ -527,7 +527,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	}
 	qerr.retryAfter = c.retryAfter(a.r, a.end.Sub(a.start), a.rkeys != nil)
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	return qerr
 }
@@ -538,7 +538,7 @@ func (c *Client) unusable(r *round) string {
 	var hints []string
 	failed := 0
 	for _, res := range r.results {
-		hint, ok := permanent(res.err)
+		hint, ok := permanent(res.Err)
 		if !ok {
 			continue
 		}
@@ -562,6 +562,6 @@ func (c *Client) releaseOn(ctx context.Context, nodes []node, t target, token st
 	if len(nodes) == 0 {
 		return
 	}
-	o := t.op(opRelease, token, "", cooldown)
+	o := t.op(OpRelease, token, "", cooldown)
 	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }

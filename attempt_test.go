@@ -119,22 +119,22 @@ func TestCancelledAttemptReleases(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	c := newTestClient(t, newFakeNodes(5))
-	held := func(token string, pttl time.Duration) result {
-		return result{status: statusHeld, value: token, pttl: pttl}
+	held := func(token string, pttl time.Duration) Result {
+		return Result{Status: StatusHeld, Value: token, PTTL: pttl}
 	}
-	ok, down := result{status: statusOK}, result{err: errFakeDown}
+	ok, down := Result{Status: StatusOK}, Result{Err: errFakeDown}
 	const rt = time.Millisecond
 	for _, tc := range []struct {
 		name    string
-		results []result
+		results []Result
 		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
 	}{
-		{"holder with a majority", []result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
-		{"holder without TTL", []result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
-		{"split vote", []result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
-		{"majority down", []result{held("A", time.Minute), ok, down, down, down}, 0, 0},
-		{"a set's keys held by two holders", []result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
-		{"a set's keys held by two holders, one without TTL", []result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
+		{"holder with a majority", []Result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
+		{"holder without TTL", []Result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
+		{"split vote", []Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"majority down", []Result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+		{"a set's keys held by two holders", []Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		{"a set's keys held by two holders, one without TTL", []Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.retryAfter(&round{results: tc.results}, rt, strings.HasPrefix(tc.name, "a set"))

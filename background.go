@@ -2,7 +2,7 @@ package redlock
 
 import "sync"
 
-// background counts a Client's goroutines that outlive the calls that
+// Background counts a Client's goroutines that outlive the calls that
 // started them (late replies of a round, the nodes' stream writers), so
 // that Close can wait for them. Unlike a sync.WaitGroup, it may grow from
 // zero while Close waits: a Lock in flight when Close is called starts the
@@ -10,14 +10,14 @@ import "sync"
 // come too late), and Close waits for that one too. (With a WaitGroup that
 // Add raced with Close's Wait: the simulator's Close mid-run found it,
 // under -race.)
-type background struct {
+type Background struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to zero, if Wait is waiting
 }
 
 // Add adds delta to the count.
-func (b *background) Add(delta int) {
+func (b *Background) Add(delta int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.n += delta
@@ -31,10 +31,10 @@ func (b *background) Add(delta int) {
 }
 
 // Done subtracts one from the count.
-func (b *background) Done() { b.Add(-1) }
+func (b *Background) Done() { b.Add(-1) }
 
 // Go runs f on a goroutine of its own, counted.
-func (b *background) Go(f func()) {
+func (b *Background) Go(f func()) {
 	b.Add(1)
 	go func() {
 		defer b.Done()
@@ -43,7 +43,7 @@ func (b *background) Go(f func()) {
 }
 
 // Wait waits until the count is zero.
-func (b *background) Wait() {
+func (b *Background) Wait() {
 	b.mu.Lock()
 	if b.n == 0 {
 		b.mu.Unlock()

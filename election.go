@@ -229,8 +229,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, err
 	}
 	q := c.quorum()
-	r := c.send(ctx, request{op: newOp(opInspect, e.rkey, "", "", 0), timeout: c.nodeTimeout(e.lc.ttl),
-		settled: func(rs []result) bool { return leaderOf(rs, q).decided }})
+	r := c.send(ctx, request{op: NewOp(OpInspect, e.rkey, "", "", 0), timeout: c.nodeTimeout(e.lc.ttl),
+		settled: func(rs []Result) bool { return leaderOf(rs, q).decided }})
 	r.finish(&c.bg, nil)
 	v := leaderOf(r.results, q)
 	switch {
@@ -260,21 +260,21 @@ type vote struct {
 
 // leaderOf reads inspect results rs (those not in yet are zero) with
 // quorum q.
-func leaderOf(rs []result, q int) vote {
+func leaderOf(rs []Result, q int) vote {
 	var v vote
 	pending := 0
 	for _, r := range rs {
 		switch {
-		case r.undecided():
+		case r.Undecided():
 			pending++
-		case r.status == statusAbsent:
+		case r.Status == StatusAbsent:
 			v.answered++
-		case r.status == statusHeld:
+		case r.Status == StatusHeld:
 			v.answered++
-			token, _, _ := strings.Cut(r.value, "\x00")
+			token, _, _ := strings.Cut(r.Value, "\x00")
 			n := 0
 			for _, o := range rs {
-				if o.status == statusHeld && strings.HasPrefix(o.value, token) && (len(o.value) == len(token) || o.value[len(token)] == 0) {
+				if o.Status == StatusHeld && strings.HasPrefix(o.Value, token) && (len(o.Value) == len(token) || o.Value[len(token)] == 0) {
 					n++
 				}
 			}
@@ -283,7 +283,7 @@ func leaderOf(rs []result, q int) vote {
 				continue
 			}
 			v.held = true
-			_, meta, _ := strings.Cut(r.value, "\x00")
+			_, meta, _ := strings.Cut(r.Value, "\x00")
 			if ld, ok := decodeLeader(meta); ok && (!v.announced || ld.newer(v.leader)) {
 				v.leader, v.announced = ld, true
 			}
@@ -322,7 +322,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	for i, n := range c.nodes {
 		// A subscription confirmed is a reason to read too: a leader
 		// announced before it was would go unseen until the next poll.
-		stops[i] = n.watch(e.rkey+":leader", func(string, string) { notify() }, notify)
+		stops[i] = n.Watch(e.rkey+":leader", func(string, string) { notify() }, notify)
 	}
 	c.bg.Go(func() {
 		defer func() {

@@ -20,12 +20,12 @@ type cutNode struct {
 	cut *atomic.Bool
 }
 
-func (n cutNode) start(c call) {
+func (n cutNode) Start(c Call) {
 	if n.cut.Load() {
-		go c.r.deliver(c.i, result{err: errFakeDown})
+		go c.To.Deliver(c.Index, Result{Err: errFakeDown})
 		return
 	}
-	n.fakeNode.start(c)
+	n.fakeNode.Start(c)
 }
 
 // newCutClient is newTestClient through links that cut cuts.
@@ -315,9 +315,9 @@ func TestLeadAfterFailedAnnouncement(t *testing.T) {
 		e := testElection(t, newTestClient(t, fakes))
 		var proclaims atomic.Int32
 		for _, f := range fakes {
-			f.hold = func(o *op) {
-				if o.kind == opProclaim && proclaims.Add(1) <= 3 {
-					f.del(o.key) // the first announcement finds nothing
+			f.hold = func(o *Op) {
+				if o.Kind == OpProclaim && proclaims.Add(1) <= 3 {
+					f.del(o.Key) // the first announcement finds nothing
 				}
 			}
 		}

@@ -158,10 +158,10 @@ func invalid(format string, args ...any) error {
 func (c *Client) quorumError(op, key string, nodes []node, r *round, already int, ctx context.Context) *QuorumError {
 	e := &QuorumError{Op: op, key: key, Quorum: c.quorum(), Granted: r.tally.ok + already, err: ErrNotObtained, cause: ctx.Err()}
 	for i, res := range r.results {
-		if res.ok() {
+		if res.OK() {
 			continue
 		}
-		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].name(), Err: res.reason()})
+		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: res.reason()})
 	}
 	return e
 }

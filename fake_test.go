@@ -37,13 +37,13 @@ type fakeNode struct {
 	releaseErrs []error       // ctx.Err() seen by each release call
 	// variant, if set, may name another script source for an op: a mutant
 	// (see lenientWriteBack and sim_mutants_test.go); "" runs the op's own.
-	variant func(o *op) string
+	variant func(o *Op) string
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
-	hold func(o *op)
+	hold func(o *Op)
 	// ran, if set, is called after every op the node ran (not one it
 	// dropped or failed). Set it before the node is used.
-	ran func(o *op)
+	ran func(o *Op)
 
 	calls   atomic.Int32
 	extends atomic.Int32
@@ -59,7 +59,7 @@ func newFakeNodes(n int) []*fakeNode {
 	return nodes
 }
 
-func (n *fakeNode) name() string { return n.id }
+func (n *fakeNode) Name() string { return n.id }
 
 // start runs the call on a goroutine of its own: the fake's calls block
 // (gates, delays) the way a node's replies can be slow to come.
@@ -72,7 +72,7 @@ func (n *fakeNode) name() string { return n.id }
 // Virtual time does not move while a call is runnable, so timings hold.
 var fakeYield = flag.Bool("fakeyield", false, "fake nodes yield a random number of times before each call (slow: about 15x)")
 
-func (n *fakeNode) start(c call) { n.startPaused(c, 0, turn{}) }
+func (n *fakeNode) Start(c Call) { n.startPaused(c, 0, turn{}) }
 
 // turn keeps a connection's calls in order: a call runs on the node only
 // after the call before it (after closed), and closes done once it has.
@@ -89,13 +89,13 @@ type turn struct {
 // startPaused runs the call as start does, in its turn, and holds its
 // reply back for pause: a client paused between sending and reading (the
 // node ran the call on time).
-func (n *fakeNode) startPaused(c call, pause time.Duration, t turn) {
+func (n *fakeNode) startPaused(c Call, pause time.Duration, t turn) {
 	go func() {
-		base := c.ctx
-		if c.detached { // as the stream: sent whatever becomes of c.ctx (fakes read no values)
+		base := c.Ctx
+		if c.Detached { // as the stream: sent whatever becomes of c.ctx (fakes read no values)
 			base = context.Background()
 		}
-		ctx, cancel := context.WithDeadline(base, c.deadline)
+		ctx, cancel := context.WithDeadline(base, c.Deadline)
 		defer cancel()
 		if *fakeYield {
 			for range rand.IntN(3000) {
@@ -104,38 +104,38 @@ func (n *fakeNode) startPaused(c call, pause time.Duration, t turn) {
 		}
 		res := n.do(ctx, &c, t)
 		time.Sleep(pause)
-		c.r.deliver(c.i, res)
+		c.To.Deliver(c.Index, res)
 	}()
 }
 
 // do runs op o on the node, as a stream would: its arguments as encoded
 // (EVALSHA, then EVAL on NOSCRIPT), its reply decoded, an acquire's
 // result carrying the node's run_id.
-func (n *fakeNode) do(ctx context.Context, c *call, t turn) result {
+func (n *fakeNode) do(ctx context.Context, c *Call, t turn) Result {
 	if t.done != nil {
 		defer close(t.done)
 	}
-	o := c.o
+	o := c.Op
 	if n.hold != nil {
 		n.hold(o)
 	}
 	switch {
-	case isAcquire(o.kind):
+	case IsAcquire(o.Kind):
 		n.mu.Lock()
 		gate := n.acqGate
 		n.mu.Unlock()
 		if gate != nil {
 			<-gate
 		}
-	case o.kind == opRelease:
+	case o.Kind == OpRelease:
 		n.mu.Lock()
 		n.releaseErrs = append(n.releaseErrs, ctx.Err())
 		n.mu.Unlock()
-	case o.kind == opExtend:
+	case o.Kind == OpExtend:
 		n.extends.Add(1)
 	}
 	if err := n.enter(); err != nil {
-		return result{err: err}
+		return Result{Err: err}
 	}
 	if t.after != nil {
 		<-t.after
@@ -143,25 +143,25 @@ func (n *fakeNode) do(ctx context.Context, c *call, t turn) result {
 	// The node's delay stands for the calls ahead of this one on the
 	// connection: a call that ended meanwhile (its context, unless
 	// detached, or its deadline) is dropped, not sent, as the stream drops it.
-	if c.ended() {
-		return result{err: c.notSent()}
+	if c.Ended() {
+		return Result{Err: c.NotSent()}
 	}
 	time.Sleep(t.lag) // sent: it runs, whatever becomes of its caller
 	n.mu.Lock()
 	amnesia, variant := n.amnesia, n.variant
 	n.mu.Unlock()
-	if amnesia && isAcquire(o.kind) {
+	if amnesia && IsAcquire(o.Kind) {
 		n.mem.Do(append([]any{"DEL"}, o.lockKeys()...)...)
 	}
-	args := o.nodeArgs(n.index)
+	args := o.Args(n.index)
 	if variant != nil {
 		if src := variant(o); src != "" {
-			args = slicesWith(o.evalArgs(n.index), 1, src)
+			args = slicesWith(o.EvalArgs(n.index), 1, src)
 		}
 	}
 	r := n.mem.Do(args...)
-	if e, ok := r.(memnode.Error); ok && isNoScript(e) {
-		r = n.mem.Do(o.evalArgs(n.index)...)
+	if e, ok := r.(memnode.Error); ok && IsNoScript(e) {
+		r = n.mem.Do(o.EvalArgs(n.index)...)
 	}
 	if n.ran != nil {
 		n.ran(o)
@@ -175,20 +175,20 @@ func (n *fakeNode) do(ctx context.Context, c *call, t turn) result {
 	default:
 		cmd.SetVal(r)
 	}
-	res := decode(o.kind, cmd)
-	if isAcquire(o.kind) {
-		res.runID = n.mem.RunID()
+	res := Decode(o.Kind, cmd)
+	if IsAcquire(o.Kind) {
+		res.RunID = n.mem.RunID()
 	}
 	return res
 }
 
 // lockKeys returns the op's lock keys, for amnesia.
-func (o *op) lockKeys() []any {
-	if o.keys == nil {
-		return []any{o.key}
+func (o *Op) lockKeys() []any {
+	if o.Keys == nil {
+		return []any{o.Key}
 	}
-	ks := make([]any, len(o.keys))
-	for i, k := range o.keys {
+	ks := make([]any, len(o.Keys))
+	for i, k := range o.Keys {
 		ks[i] = k
 	}
 	return ks
@@ -202,8 +202,8 @@ func slicesWith(s []any, i int, v any) []any {
 // lenientWriteBack is a variant (see fakeNode.variant): the fence
 // write-back as it was before 2026-11-23, acknowledged whatever token holds
 // the lock keys. The canary that shows why it must not be so runs it.
-func lenientWriteBack(o *op) string {
-	if o.kind == opFenceWrite {
+func lenientWriteBack(o *Op) string {
+	if o.Kind == OpFenceWrite {
 		return lenientWriteBackSrc
 	}
 	return ""
@@ -240,8 +240,8 @@ func (n *fakeNode) setErr(err error) {
 	n.err = err
 }
 
-// watch subscribes to the node's channel; it is confirmed at once.
-func (n *fakeNode) watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
+// Watch subscribes to the node's channel; it is confirmed at once.
+func (n *fakeNode) Watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
 	stop = n.mem.Subscribe(channel, func(ch, payload string) {
 		n.mu.Lock()
 		quiet := n.noNotices
@@ -284,10 +284,10 @@ func (n *fakeNode) del(keys ...string) {
 }
 
 // enqueue puts p in the wait queue of key, as a waiter's look does.
-func (n *fakeNode) enqueue(key string, p *place) {
-	o := &op{kind: opQueue, key: key, place: p}
-	o.encode()
-	n.mem.Do(o.evalArgs(n.index)...)
+func (n *fakeNode) enqueue(key string, p *Place) {
+	o := &Op{Kind: OpQueue, Key: key, Place: p}
+	o.Encode()
+	n.mem.Do(o.EvalArgs(n.index)...)
 }
 
 // setLease makes the place id in key's queue lapse d from now.

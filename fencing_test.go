@@ -18,7 +18,7 @@ func TestFencingGrows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f := l.Fence(); f <= last || f >= maxFence {
+		if f := l.Fence(); f <= last || f >= MaxFence {
 			t.Fatalf("acquisition %d: fence %d after %d", i, f, last)
 		}
 		last = l.Fence()
@@ -112,8 +112,8 @@ func testFencingUnique(t *testing.T, lenient bool) {
 		}
 		b := &barrier{k: k}
 		barriers[i] = b
-		f.hold = func(o *op) {
-			if o.kind == opAcquireFenced {
+		f.hold = func(o *Op) {
+			if o.Kind == OpAcquireFenced {
 				b.wait()
 			}
 		}
@@ -130,7 +130,7 @@ func testFencingUnique(t *testing.T, lenient bool) {
 	grants := 0
 	for round := 0; grants < want && round < 1000; round++ {
 		var wg sync.WaitGroup
-		proposal += k * fenceModulus
+		proposal += k * FenceModulus
 		for _, c := range clients {
 			c.proposed.Store(proposal) // both Clients propose the same tokens
 		}
@@ -201,7 +201,7 @@ func TestFencingBadCounter(t *testing.T) {
 	for _, tc := range []struct{ name, value, want string }{
 		{"not a number", "hello", "not a whole number"},
 		{"negative", "-5", "not a whole number"},
-		{"near 2^53", fmt.Sprint(maxFence - 2), "2^53"},
+		{"near 2^53", fmt.Sprint(MaxFence - 2), "2^53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fakes := newFakeNodes(3)
@@ -229,7 +229,7 @@ func TestFencingCountsAgainstValidity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		for _, f := range fakes { // above any proposal: the token needs the write-back
-			f.set("redlock:{k}:fence", fmt.Sprint(int64(maxFence/2)), -1)
+			f.set("redlock:{k}:fence", fmt.Sprint(int64(MaxFence/2)), -1)
 		}
 		fakes[0].delay = maxValidity * 6 / 10 // in the acquire and again in the write-back
 		fakes[2].setErr(errFakeDown)
@@ -245,7 +245,7 @@ func TestFencingCountsAgainstValidity(t *testing.T) {
 // kind k sent with token tok to node i wait for gates[{i, k, tok}].
 type gateKey struct {
 	node  int
-	kind  opKind
+	kind  Kind
 	token string
 }
 
@@ -253,15 +253,15 @@ type gates map[gateKey]chan struct{}
 
 func (g gates) install(fakes []*fakeNode) {
 	for i, f := range fakes {
-		f.hold = func(o *op) {
-			if ch, ok := g[gateKey{i, o.kind, o.token}]; ok {
+		f.hold = func(o *Op) {
+			if ch, ok := g[gateKey{i, o.Kind, o.Token}]; ok {
 				<-ch
 			}
 		}
 	}
 }
 
-func (g gates) open(i int, k opKind, token string) {
+func (g gates) open(i int, k Kind, token string) {
 	close(g[gateKey{i, k, token}])
 	synctest.Wait()
 }
@@ -308,12 +308,12 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 	}
 	g := gates{}
 	for _, i := range []int{0, 1, 4} {
-		g[gateKey{i, opFenceWrite, "E"}] = make(chan struct{})
+		g[gateKey{i, OpFenceWrite, "E"}] = make(chan struct{})
 	}
-	g[gateKey{0, opAcquireFenced, "E"}] = make(chan struct{})
-	g[gateKey{4, opAcquireFenced, "E"}] = make(chan struct{})
+	g[gateKey{0, OpAcquireFenced, "E"}] = make(chan struct{})
+	g[gateKey{4, OpAcquireFenced, "E"}] = make(chan struct{})
 	for _, i := range []int{1, 2, 3, 4} {
-		g[gateKey{i, opAcquireFenced, "L"}] = make(chan struct{})
+		g[gateKey{i, OpAcquireFenced, "L"}] = make(chan struct{})
 	}
 	g.install(fakes)
 	opts := []Option{WithFencing(), WithTTL(time.Minute), WithNodeTimeout(time.Hour)}
@@ -326,12 +326,12 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 	time.Sleep(time.Millisecond)
 	go func() { defer close(lDone); lLock, lErr = cl.TryLock(t.Context(), "k", WithToken("L")) }()
 	synctest.Wait() // L: granted on 0, with its proposal
-	g.open(0, opFenceWrite, "E")
+	g.open(0, OpFenceWrite, "E")
 	select {
 	case <-eDone: // the lenient write-back counted node 0
 	default:
-		g.open(1, opFenceWrite, "E")
-		g.open(4, opFenceWrite, "E")
+		g.open(1, OpFenceWrite, "E")
+		g.open(4, OpFenceWrite, "E")
 		<-eDone
 	}
 	if eErr != nil {
@@ -341,7 +341,7 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{1, 4, 2, 3} {
-		g.open(i, opAcquireFenced, "L")
+		g.open(i, OpAcquireFenced, "L")
 	}
 	<-lDone
 	if lErr != nil {

@@ -32,10 +32,10 @@ func newRestartGuard(period time.Duration, n int) *restartGuard {
 
 // check records node i's run_id from an acquire result and marks a grant
 // that must not count.
-func (g *restartGuard) check(i int, r result) result {
+func (g *restartGuard) check(i int, r Result) Result {
 	now := time.Now()
 	g.mu.Lock()
-	if id := r.runID; id != "" && id != g.ids[i] {
+	if id := r.RunID; id != "" && id != g.ids[i] {
 		if g.ids[i] != "" { // a node we knew is a new process now
 			g.until[i] = now.Add(g.period)
 		}
@@ -43,8 +43,8 @@ func (g *restartGuard) check(i int, r result) result {
 	}
 	guarded := now.Before(g.until[i])
 	g.mu.Unlock()
-	if guarded && (r.status == statusOK || r.status == statusRefreshed) {
-		r.guarded = true
+	if guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) {
+		r.Guarded = true
 	}
 	return r
 }

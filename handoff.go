@@ -55,19 +55,19 @@ type waitQueue struct {
 
 // waiter is one waiting Lock call.
 type waiter struct {
-	place
+	Place
 	rkey  string
 	wake  chan struct{}            // buffered: a wake is kept until the waiter looks
-	judge func(int, result) result // counts a poll's reply for, if w is first and the key free
+	judge func(int, Result) Result // counts a poll's reply for, if w is first and the key free
 }
 
 // judgeReply is a poll's judge: for if w is first and the key free,
 // otherwise against (the key held, or another waiter first).
-func (w *waiter) judgeReply(_ int, r result) result {
-	if r.status == statusAbsent { // the key is free
-		r.status = statusQueued
-		if r.head == w.id {
-			r.status = statusOK
+func (w *waiter) judgeReply(_ int, r Result) Result {
+	if r.Status == StatusAbsent { // the key is free
+		r.Status = StatusQueued
+		if r.Head == w.ID {
+			r.Status = StatusOK
 		}
 	}
 	return r
@@ -133,15 +133,15 @@ func (h *handoff) join(rkey string) *waiter {
 		h.started = true
 		channel := h.c.cfg.prefix + wakeInfix + h.id
 		for _, n := range h.c.nodes {
-			h.stops = append(h.stops, n.watch(channel, h.notice, h.subscribed))
+			h.stops = append(h.stops, n.Watch(channel, h.notice, h.subscribed))
 		}
 	}
 	h.last = max(time.Now().UnixMicro(), h.last+1)
 	h.seq++
 	id := h.id + "." + strconv.Itoa(h.seq)
-	w := &waiter{place: place{id: id, ticket: h.last, lease: h.c.cfg.lease}, rkey: rkey, wake: make(chan struct{}, 1)}
+	w := &waiter{Place: Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, rkey: rkey, wake: make(chan struct{}, 1)}
 	w.judge = w.judgeReply
-	h.queue(rkey).waiters[w.id] = w
+	h.queue(rkey).waiters[w.ID] = w
 	return w
 }
 
@@ -160,7 +160,7 @@ func (h *handoff) leave(rkey string, w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q := h.queues[rkey]; q != nil {
-		delete(q.waiters, w.id)
+		delete(q.waiters, w.ID)
 		h.forget(rkey, q)
 	}
 }
@@ -233,7 +233,7 @@ func (h *handoff) notice(_, payload string) {
 		// the key since, and their releases are news.
 		return
 	}
-	if token == readersLeft {
+	if token == ReadersLeft {
 		// The last reader of a read-write lock left one node. Each node's
 		// last reader may be another, so no token gathers a majority:
 		// each such notice wakes the waiter named (an attempt that finds
@@ -263,7 +263,7 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) {
 	} else {
 		q.contended = time.Time{}
 		for _, x := range q.waiters {
-			if w == nil || x.ticket < w.ticket {
+			if w == nil || x.Ticket < w.Ticket {
 				w = x
 			}
 		}

@@ -168,7 +168,7 @@ func TestDeadWaiterBlocksOnlyItsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		for _, f := range fakes {
-			f.enqueue("redlock:{k}", &place{id: "dead.1", ticket: 1, lease: 300 * time.Millisecond})
+			f.enqueue("redlock:{k}", &Place{ID: "dead.1", Ticket: 1, Lease: 300 * time.Millisecond})
 		}
 		var attempts atomic.Int32
 		c := newTestClient(t, fakes, WithObserver(func(e Event) {
@@ -265,7 +265,7 @@ func TestSplitVoteHandsOverInRounds(t *testing.T) {
 			fakes[i].delay = d
 			for j, token := range tokens {
 				if i != j { // node i grants tokens[i] first
-					g[gateKey{i, opAcquire, token}] = make(chan struct{})
+					g[gateKey{i, OpAcquire, token}] = make(chan struct{})
 				}
 			}
 		}
@@ -273,9 +273,9 @@ func TestSplitVoteHandsOverInRounds(t *testing.T) {
 		start := time.Now()
 		for i, token := range []string{"", "B", "C"} {
 			acquires := fakes[i].hold
-			fakes[i].hold = func(o *op) {
+			fakes[i].hold = func(o *Op) {
 				acquires(o)
-				if o.kind == opRelease && o.token == token {
+				if o.Kind == OpRelease && o.Token == token {
 					time.Sleep(3 * d / 2) // taken back after the looks
 				}
 			}

@@ -110,7 +110,7 @@ func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*K
 	}
 	reqs := make([]request, len(keys))
 	for j, k := range keys {
-		reqs[j] = request{op: newOp(opInspect, c.redisKey(k), "", "", 0), nodes: c.nodes, need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)}
+		reqs[j] = request{op: NewOp(OpInspect, c.redisKey(k), "", "", 0), nodes: c.nodes, need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)}
 	}
 	states := make([]*KeyState, len(keys))
 	for j, r := range fanOutAll(ctx, reqs) {
@@ -124,11 +124,11 @@ func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*K
 func (c *Client) keyState(r *round, token string) *KeyState {
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].name(), Err: res.err, Fence: uint64(res.fence), Waiting: res.waiting, FirstWaiter: res.head, Readers: res.readers}
-		if res.status == statusHeld {
+		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: res.Waiting, FirstWaiter: res.Head, Readers: res.Readers}
+		if res.Status == StatusHeld {
 			var holder string
-			st.Held, st.TTL = true, res.pttl
-			holder, st.Metadata, _ = strings.Cut(res.value, "\x00")
+			st.Held, st.TTL = true, res.PTTL
+			holder, st.Metadata, _ = strings.Cut(res.Value, "\x00")
 			st.Holder = holderID(holder)
 			if token != "" && holder == token {
 				st.Token = holder

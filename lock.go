@@ -131,7 +131,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	// as Unlock's releases are: a node whose extension was dropped because
 	// the caller cancelled ctx right after a majority answered would keep
 	// the old expiry, and the lock would survive one node fewer.
-	r := c.send(ctx, request{op: l.op(opExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
+	r := c.send(ctx, request{op: l.op(OpExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
 	end := time.Now()
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
@@ -198,8 +198,8 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 	if l.Validity() <= 0 {
 		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
 	}
-	o := newOp(opProclaim, l.rkey, l.token, encodeValue(l.token, meta), 0)
-	o.fence = term
+	o := NewOp(OpProclaim, l.rkey, l.token, EncodeValue(l.token, meta), 0)
+	o.Fence = term
 	l.mu.Lock()
 	ttl := l.ttl
 	l.mu.Unlock()
@@ -282,12 +282,12 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// Unlock returns (defer cancel()) would otherwise drop the releases
 	// still queued for the slower nodes, whose keys stayed until their TTL.
 	start := time.Now()
-	o := l.op(opRelease, l.token, "", cooldown)
-	o.wake = c.hand.wakeArg
+	o := l.op(OpRelease, l.token, "", cooldown)
+	o.Wake = c.hand.wakeArg
 	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
-	r.finish(&c.bg, func(j int, res result) { l.onRelease(ctx, nodeIndex(idx, j), res) })
+	r.finish(&c.bg, func(j int, res Result) { l.onRelease(ctx, nodeIndex(idx, j), res) })
 	for j, res := range r.results {
-		if res.answered {
+		if res.Answered {
 			l.onRelease(ctx, nodeIndex(idx, j), res)
 		}
 	}
@@ -364,8 +364,8 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 func namedHeads(r *round) []string {
 	var named []string
 	for _, res := range r.results {
-		if res.head != "" {
-			named = append(named, res.head)
+		if res.Head != "" {
+			named = append(named, res.Head)
 		}
 	}
 	return named
@@ -384,9 +384,9 @@ func (l *Lock) endedBy(r *round, idx []int) error {
 	for j, res := range r.results {
 		switch i := nodeIndex(idx, j); {
 		case !l.nodes[i].granted:
-		case res.status == statusHeld:
+		case res.Status == StatusHeld:
 			return ErrTakenOver
-		case res.status == statusAbsent:
+		case res.Status == StatusAbsent:
 			ended = ErrExpired
 		}
 	}
@@ -394,9 +394,9 @@ func (l *Lock) endedBy(r *round, idx []int) error {
 }
 
 // lateGrant handles an acquire reply that arrived after Lock returned.
-func (l *Lock) lateGrant(ctx context.Context, i int, res result) {
+func (l *Lock) lateGrant(ctx context.Context, i int, res Result) {
 	l.mu.Lock()
-	if res.status == statusOK || res.status == statusRefreshed {
+	if res.Status == StatusOK || res.Status == StatusRefreshed {
 		l.nodes[i].granted, l.nodes[i].late = true, true
 	}
 	l.mu.Unlock()
@@ -404,10 +404,10 @@ func (l *Lock) lateGrant(ctx context.Context, i int, res result) {
 }
 
 // onRelease records one node's answer to an Unlock, on time or late.
-func (l *Lock) onRelease(ctx context.Context, i int, res result) {
+func (l *Lock) onRelease(ctx context.Context, i int, res Result) {
 	l.mu.Lock()
 	st := &l.nodes[i]
-	if res.status == statusOK {
+	if res.Status == StatusOK {
 		st.release = releaseDone
 	} else if st.release != releaseDone {
 		st.release = releaseMissed
@@ -455,16 +455,16 @@ type target struct {
 	rkey  string   // the Redis key; a multi-key lock's first
 	keys  []string // a multi-key lock's keys as given; nil for one key
 	rkeys []string // a multi-key lock's Redis keys (sorted); nil for one key
-	mode  lockMode // a read-write lock's side (one key)
+	mode  Mode     // a read-write lock's side (one key)
 }
 
 // target is the target of a lock on one key.
 func (c *Client) target(key string) target { return target{key: key, rkey: c.redisKey(key)} }
 
 // op prepares an op of kind on the target's keys.
-func (t *target) op(kind opKind, token, value string, ttl time.Duration) *op {
-	o := newOp(kind, t.rkey, token, value, ttl)
-	o.keys, o.mode = t.rkeys, t.mode
+func (t *target) op(kind Kind, token, value string, ttl time.Duration) *Op {
+	o := NewOp(kind, t.rkey, token, value, ttl)
+	o.Keys, o.Mode = t.rkeys, t.mode
 	return o
 }
 

@@ -91,7 +91,7 @@ func (c *Client) checkSlots(keys []string) error {
 		for _, k := range keys[1:] {
 			if s := hashSlot(c.redisKey(k)); s != first {
 				return invalid("keys %q (slot %d) and %q (slot %d) are in different hash slots of the Cluster node %s: one script can only touch one slot; give the keys a common start up to a '}', such as \"order:{42}:items\" and \"order:{42}:payment\"",
-					keys[0], first, k, s, n.name())
+					keys[0], first, k, s, n.Name())
 			}
 		}
 	}

@@ -21,80 +21,80 @@ type noRetry struct{ *redis.Cmd }
 
 func (noRetry) NoRetry() bool { return true }
 
-// status is one node's answer to one operation.
-type status int8
+// Status is one node's answer to one operation.
+type Status int8
 
 const (
-	statusFailed    status = iota // the node failed or did not answer; see result.err
-	statusOK                      // acquire created the key; extend or release succeeded
-	statusRefreshed               // acquire found our own token (re-entry) and refreshed it
-	statusHeld                    // another token holds the key
-	statusAbsent                  // extend or release found no key: it had expired
-	statusQueued                  // acquire found the key free, but another waiter first in its queue
+	statusFailed    Status = iota // the node failed or did not answer; see result.err
+	StatusOK                      // acquire created the key; extend or release succeeded
+	StatusRefreshed               // acquire found our own token (re-entry) and refreshed it
+	StatusHeld                    // another token holds the key
+	StatusAbsent                  // extend or release found no key: it had expired
+	StatusQueued                  // acquire found the key free, but another waiter first in its queue
 )
 
-// result is one node's outcome.
-type result struct {
-	// answered: the node's call returned within its round, with an answer
-	// or an error. A node not answered yet when the round was decided has
-	// neither answered nor err; one that missed the round's deadline has
-	// err and not answered.
-	answered bool
-	status   status
-	pttl     time.Duration // statusHeld: holder's remaining TTL, −1 if none; statusQueued: the first waiter's lease left
-	value    string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
-	fence    int64         // a fenced acquire's grant: the node's new fence counter
-	runID    string        // acquire: the run_id of the server that answered, when known (see stream.prepare)
-	// guarded: a grant from a node that restarted within the restart guard's
+// Result is one node's outcome.
+type Result struct {
+	// Answered: the node's call returned within its round, with an answer
+	// or an error. A node not Answered yet when the round was decided has
+	// neither Answered nor err; one that missed the round's deadline has
+	// err and not Answered.
+	Answered bool
+	Status   Status
+	PTTL     time.Duration // statusHeld: holder's remaining TTL, −1 if none; statusQueued: the first waiter's lease left
+	Value    string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
+	Fence    int64         // a fenced acquire's grant: the node's new fence counter
+	RunID    string        // acquire: the run_id of the server that answered, when known (see stream.prepare)
+	// Guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
-	guarded bool
-	// head: the first waiter in the key's queue, from a queue op, a
+	Guarded bool
+	// Head: the first waiter in the key's queue, from a queue op, a
 	// refusal (statusQueued), a release or an inspect; its lease left is
 	// pttl when the key is free (statusQueued, or a queue op's
 	// statusAbsent).
-	head    string
-	waiting int   // inspect: the live places in the key's queue
-	readers int   // inspect: the live readers of a read-write lock
-	err     error // statusFailed only
+	Head    string
+	Waiting int   // inspect: the live places in the key's queue
+	Readers int   // inspect: the live readers of a read-write lock
+	Err     error // statusFailed only
 }
 
-func (r result) ok() bool { return !r.guarded && (r.status == statusOK || r.status == statusRefreshed) }
+func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) }
 
-// undecided reports whether the node had not answered when its round was
+// Undecided reports whether the node had not answered when its round was
 // decided: its reply is handled when it comes.
-func (r result) undecided() bool { return !r.answered && r.err == nil }
+func (r Result) Undecided() bool { return !r.Answered && r.Err == nil }
 
 // reason is why the node did not agree, for a NodeResult; nil if it did.
-func (r result) reason() error {
+func (r Result) reason() error {
 	switch {
-	case r.ok():
+	case r.OK():
 		return nil
-	case r.guarded:
+	case r.Guarded:
 		return ErrNodeRestarted
-	case r.status == statusHeld:
+	case r.Status == StatusHeld:
 		return ErrHeld
-	case r.status == statusQueued:
+	case r.Status == StatusQueued:
 		return ErrQueued
-	case r.status == statusAbsent:
+	case r.Status == StatusAbsent:
 		return ErrNoKey
-	case r.undecided():
+	case r.Undecided():
 		return errUndecided
 	}
-	return r.err
+	return r.Err
 }
 
 // node is everything the library asks of one Redis master.
 type node interface {
-	// start sends c.o to the node and returns at once; the node hands its
+	// Start sends c.o to the node and returns at once; the node hands its
 	// result to c.r.deliver(c.i, ·) exactly once: when it answered, when
 	// the call failed, or when the call ended before it could be sent.
-	start(c call)
-	name() string
-	// watch subscribes to channel, calls ready once the node has confirmed
+	Start(c Call)
+	Name() string
+	// Watch subscribes to channel, calls ready once the node has confirmed
 	// the subscription (never, if it does not), and calls deliver for each
 	// message until stop is called; stop waits for the subscription's
 	// goroutine to end.
-	watch(channel string, deliver func(channel, payload string), ready func()) (stop func())
+	Watch(channel string, deliver func(channel, payload string), ready func()) (stop func())
 }
 
 // This file is the wire protocol with one node: the node interface, its
@@ -122,7 +122,7 @@ type redisNode struct {
 	mu      sync.Mutex
 	shards  map[string]*stream // by master address
 	done    <-chan struct{}
-	wg      *background
+	wg      *Background
 }
 
 var _ node = (*redisNode)(nil)
@@ -137,9 +137,9 @@ func newRedisNode(client redis.UniversalClient, addr string, index int) *redisNo
 	return n
 }
 
-// bind ties the node's streams to its Client (see stream.bind). Shards are
+// Bind ties the node's streams to its Client (see stream.Bind). Shards are
 // not guarded: a Cluster has no one run_id.
-func (n *redisNode) bind(done <-chan struct{}, wg *background, guard bool) {
+func (n *redisNode) Bind(done <-chan struct{}, wg *Background, guard bool) {
 	if n.cluster == nil {
 		n.stream.bind(done, wg, guard)
 		return
@@ -147,9 +147,9 @@ func (n *redisNode) bind(done <-chan struct{}, wg *background, guard bool) {
 	n.done, n.wg = done, wg
 }
 
-func (n *redisNode) name() string { return n.addr }
+func (n *redisNode) Name() string { return n.addr }
 
-func (n *redisNode) start(c call) {
+func (n *redisNode) Start(c Call) {
 	switch {
 	case n.cluster == nil:
 		n.stream.enqueue(c)
@@ -158,36 +158,36 @@ func (n *redisNode) start(c call) {
 		// loads it, which can block on an unreachable cluster: not in the
 		// caller's goroutine, and for a detached call not on a context the
 		// caller may cancel.
-		ctx := c.ctx
-		if c.detached {
+		ctx := c.Ctx
+		if c.Detached {
 			ctx = context.WithoutCancel(ctx)
 		}
 		n.wg.Go(func() { n.route(ctx, c) })
 	default:
 		// With the slot map loaded, MasterForKey makes no call: ctx is
 		// unused (reloads run in the background).
-		n.route(c.ctx, c)
+		n.route(c.Ctx, c)
 	}
 }
 
 // startAll sends calls together: in one batch of a standalone or Sentinel
 // node's stream; a Cluster node routes each by its key.
-func (n *redisNode) startAll(calls []call) {
+func (n *redisNode) StartAll(calls []Call) {
 	if n.cluster == nil {
 		n.stream.enqueue(calls...)
 		return
 	}
 	for _, c := range calls {
-		n.start(c)
+		n.Start(c)
 	}
 }
 
 // route sends a call to the stream of the master that owns its key, found
 // on ctx.
-func (n *redisNode) route(ctx context.Context, c call) {
-	master, err := n.cluster.MasterForKey(ctx, c.o.key)
+func (n *redisNode) route(ctx context.Context, c Call) {
+	master, err := n.cluster.MasterForKey(ctx, c.Op.Key)
 	if err != nil {
-		c.r.deliver(c.i, result{err: err})
+		c.To.Deliver(c.Index, Result{Err: err})
 		return
 	}
 	n.routed.Store(true) // the ClusterClient keeps a slot map from now on
@@ -209,10 +209,10 @@ func (n *redisNode) shard(master *redis.Client) *stream {
 	return s
 }
 
-// watch runs one subscription on the node. go-redis reconnects it
+// Watch runs one subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the
 // waiters' timers cover.
-func (n *redisNode) watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
+func (n *redisNode) Watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var mu sync.Mutex
@@ -247,69 +247,69 @@ func (n *redisNode) watch(channel string, deliver func(channel, payload string),
 	}
 }
 
-// decode turns the reply to an op of kind k into a result.
-func decode(k opKind, cmd *redis.Cmd) result {
+// Decode turns the reply to an op of kind k into a result.
+func Decode(k Kind, cmd *redis.Cmd) Result {
 	switch k {
-	case opInspect:
+	case OpInspect:
 		return inspectReply(cmd.Slice())
-	case opAcquire, opAcquireFenced:
+	case OpAcquire, OpAcquireFenced:
 		return acquireReply(cmd.Result())
-	case opQueue:
+	case OpQueue:
 		return queueReply(cmd.Slice())
-	case opRelease:
+	case OpRelease:
 		if reply, ok := cmd.Val().([]any); ok { // {1, head}
 			if len(reply) == 2 && reply[0] == int64(1) {
 				if head, ok := reply[1].(string); ok {
-					return result{status: statusOK, head: head}
+					return Result{Status: StatusOK, Head: head}
 				}
 			}
-			return result{err: fmt.Errorf("unexpected release reply %v", reply)}
+			return Result{Err: fmt.Errorf("unexpected release reply %v", reply)}
 		}
 	}
 	r, err := cmd.Int64()
 	if err != nil {
-		return result{err: err}
+		return Result{Err: err}
 	}
-	if k == opFenceWrite {
+	if k == OpFenceWrite {
 		return fenceWriteReply(r)
 	}
 	return ownerReply(r)
 }
 
-// errLargerFence: a fence write-back found a larger token: a later holder
+// ErrLargerFence: a fence write-back found a larger token: a later holder
 // has been handed one.
-var errLargerFence = errors.New("redlock: a larger fencing token exists")
+var ErrLargerFence = errors.New("redlock: a larger fencing token exists")
 
-func fenceWriteReply(r int64) result {
+func fenceWriteReply(r int64) Result {
 	switch r {
 	case 1:
-		return result{status: statusOK}
+		return Result{Status: StatusOK}
 	case 0:
-		return result{err: errLargerFence}
+		return Result{Err: ErrLargerFence}
 	case -1:
-		return result{status: statusHeld}
+		return Result{Status: StatusHeld}
 	}
-	return result{err: fmt.Errorf("unexpected fence write-back reply %d", r)}
+	return Result{Err: fmt.Errorf("unexpected fence write-back reply %d", r)}
 }
 
-func acquireReply(reply any, err error) result {
+func acquireReply(reply any, err error) Result {
 	if err != nil {
-		return result{err: err}
+		return Result{Err: err}
 	}
 	switch r := reply.(type) {
 	case int64:
 		switch r {
 		case 1:
-			return result{status: statusOK}
+			return Result{Status: StatusOK}
 		case 2:
-			return result{status: statusRefreshed}
+			return Result{Status: StatusRefreshed}
 		}
 	case []any:
 		if len(r) == 3 { // the queue's refusal: {−(head's lease left + 1), '', head}
 			code, _ := r[0].(int64)
 			head, _ := r[2].(string)
 			if code < 0 && head != "" {
-				return result{status: statusQueued, head: head, pttl: time.Duration(-code-1) * time.Millisecond}
+				return Result{Status: StatusQueued, Head: head, PTTL: time.Duration(-code-1) * time.Millisecond}
 			}
 			break
 		}
@@ -323,31 +323,31 @@ func acquireReply(reply any, err error) result {
 		switch second := r[1].(type) {
 		case int64: // fenced grant: {1 or 2, fence}
 			switch {
-			case second <= 0 || second >= maxFence:
+			case second <= 0 || second >= MaxFence:
 			case code == 1:
-				return result{status: statusOK, fence: second}
+				return Result{Status: StatusOK, Fence: second}
 			case code == 2:
-				return result{status: statusRefreshed, fence: second}
+				return Result{Status: StatusRefreshed, Fence: second}
 			}
 		case string: // refusal: {−(PTTL+1), holder}
 			switch {
 			case code == 0:
-				return result{status: statusHeld, pttl: -1, value: second}
+				return Result{Status: StatusHeld, PTTL: -1, Value: second}
 			case code < 0:
-				return result{status: statusHeld, pttl: time.Duration(-code-1) * time.Millisecond, value: second}
+				return Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: second}
 			}
 		}
 	}
-	return result{err: fmt.Errorf("unexpected acquire reply %v", reply)}
+	return Result{Err: fmt.Errorf("unexpected acquire reply %v", reply)}
 }
 
 // queueReply decodes a queue op's {head or "", head's lease left ms, key's
 // PTTL (−2: no key)}: statusAbsent (the key is free) with the head and its
 // lease left as pttl, or statusHeld with the head and the key's PTTL (−1
 // when it has none). The poll's judge decides what counts.
-func queueReply(reply []any, err error) result {
+func queueReply(reply []any, err error) Result {
 	if err != nil {
-		return result{err: err}
+		return Result{Err: err}
 	}
 	if len(reply) == 3 {
 		head, ok1 := reply[0].(string)
@@ -356,72 +356,72 @@ func queueReply(reply []any, err error) result {
 		if ok1 && ok2 && ok3 {
 			switch {
 			case pttl == -2:
-				return result{status: statusAbsent, head: head, pttl: time.Duration(left) * time.Millisecond}
+				return Result{Status: StatusAbsent, Head: head, PTTL: time.Duration(left) * time.Millisecond}
 			case pttl < 0:
-				return result{status: statusHeld, head: head, pttl: -1}
+				return Result{Status: StatusHeld, Head: head, PTTL: -1}
 			}
-			return result{status: statusHeld, head: head, pttl: time.Duration(pttl) * time.Millisecond}
+			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond}
 		}
 	}
-	return result{err: fmt.Errorf("unexpected queue reply %v", reply)}
+	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}
 }
 
 // ownerReply decodes the 1 / 0 / −1 replies of extend and release.
-func ownerReply(r int64) result {
+func ownerReply(r int64) Result {
 	switch r {
 	case 1:
-		return result{status: statusOK}
+		return Result{Status: StatusOK}
 	case 0:
-		return result{status: statusAbsent}
+		return Result{Status: StatusAbsent}
 	case -1:
-		return result{status: statusHeld}
+		return Result{Status: StatusHeld}
 	}
-	return result{err: fmt.Errorf("unexpected reply %d", r)}
+	return Result{Err: fmt.Errorf("unexpected reply %d", r)}
 }
 
-func inspectReply(reply []any, err error) result {
+func inspectReply(reply []any, err error) Result {
 	if err != nil {
-		return result{err: err}
+		return Result{Err: err}
 	}
 	if len(reply) < 2 || len(reply) > 6 { // nils may end the array
-		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
+		return Result{Err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	pttl, ok := reply[1].(int64)
 	if !ok {
-		return result{err: fmt.Errorf("unexpected inspect reply %v", reply)}
+		return Result{Err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	var fence int64
 	if len(reply) >= 3 {
 		if s, ok := reply[2].(string); ok {
 			if fence, err = strconv.ParseInt(s, 10, 64); err != nil {
-				return result{err: fmt.Errorf("fence counter %q is not a number", s)}
+				return Result{Err: fmt.Errorf("fence counter %q is not a number", s)}
 			}
 		}
 	}
-	res := result{status: statusAbsent, fence: fence}
+	res := Result{Status: StatusAbsent, Fence: fence}
 	if len(reply) >= 4 {
 		n, _ := reply[3].(int64)
-		res.waiting = int(n)
+		res.Waiting = int(n)
 	}
 	if len(reply) >= 5 {
-		res.head, _ = reply[4].(string)
+		res.Head, _ = reply[4].(string)
 	}
 	if len(reply) == 6 {
 		n, _ := reply[5].(int64)
-		res.readers = int(n)
+		res.Readers = int(n)
 	}
 	if value, held := reply[0].(string); held {
-		res.status, res.value, res.pttl = statusHeld, value, time.Duration(pttl)*time.Millisecond
+		res.Status, res.Value, res.PTTL = StatusHeld, value, time.Duration(pttl)*time.Millisecond
 		if pttl < 0 {
-			res.pttl = -1
+			res.PTTL = -1
 		}
 	}
 	return res
 }
 
-// encodeValue is the key's value for a holder: the token, then NUL and the
+// EncodeValue is the key's value for a holder: the token, then NUL and the
 // metadata when there is any.
-func encodeValue(token, metadata string) string {
+func EncodeValue(token, metadata string) string {
 	if metadata == "" {
 		return token
 	}

@@ -13,39 +13,39 @@ import (
 // (op.encode) from the op's fields, to the KEYS and ARGV layout the scripts
 // document.
 func TestEncode(t *testing.T) {
-	sha := func(k opKind) any { return scripts[k].sha }
-	quiet := newOp(opRelease, "K", "tok", "", 0)
-	release := newOp(opRelease, "K", "tok", "", 0)
-	release.wake = "redlock:wake:"
-	cooldown := newOp(opRelease, "K", "tok", "", time.Minute)
-	cooldown.wake = "redlock:wake:"
-	p := &place{id: "W", ticket: 1795000000000001, lease: time.Second}
-	queued := newOp(opAcquire, "K", "tok", "tok", time.Second)
-	queued.place = p
-	join := &op{kind: opQueue, key: "K", place: p, wake: "redlock:wake:"}
-	leave := &op{kind: opQueue, key: "K", place: p, quiet: true, wake: "redlock:wake:"}
+	sha := func(k Kind) any { return scripts[k].sha }
+	quiet := NewOp(OpRelease, "K", "tok", "", 0)
+	release := NewOp(OpRelease, "K", "tok", "", 0)
+	release.Wake = "redlock:wake:"
+	cooldown := NewOp(OpRelease, "K", "tok", "", time.Minute)
+	cooldown.Wake = "redlock:wake:"
+	p := &Place{ID: "W", Ticket: 1795000000000001, Lease: time.Second}
+	queued := NewOp(OpAcquire, "K", "tok", "tok", time.Second)
+	queued.Place = p
+	join := &Op{Kind: OpQueue, Key: "K", Place: p, Wake: "redlock:wake:"}
+	leave := &Op{Kind: OpQueue, Key: "K", Place: p, Quiet: true, Wake: "redlock:wake:"}
 	for _, tc := range []struct {
 		name string
-		o    *op
+		o    *Op
 		node int
 		want []any
 	}{
-		{"acquire", newOp(opAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000)}},
-		{"acquire, queued", queued, 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok", int64(1000), "W", int64(1795000000000001), int64(1000)}},
-		{"queue: join or refresh", join, 0, []any{"evalsha", sha(opQueue), 1, "K", "W", int64(1795000000000001), int64(1000), "redlock:wake:"}},
-		{"queue: leave", leave, 0, []any{"evalsha", sha(opQueue), 1, "K", "W", 0, int64(1000), "redlock:wake:"}},
-		{"acquire with metadata", newOp(opAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(opAcquire), 1, "K", "tok", "tok\x00meta", int64(1500)}},
-		{"extend", newOp(opExtend, "K", "tok", "", 2*time.Second), 0, []any{"evalsha", sha(opExtend), 1, "K", "tok", int64(2000)}},
-		{"release", release, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), "redlock:wake:"}},
-		{"release, quiet", quiet, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(0), ""}},
-		{"release with cooldown", cooldown, 0, []any{"evalsha", sha(opRelease), 1, "K", "tok", int64(60000), "redlock:wake:"}},
-		{"inspect", newOp(opInspect, "K", "", "", 0), 0, []any{"evalsha", sha(opInspect), 2, "K", "K:fence"}},
-		{"acquire fenced, node 3", newOp(opAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(opAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, fenceModulus, int64(0)}},
-		{"fence write-back", newFenceWrite("K", nil, "tok", 42), 0, []any{"evalsha", sha(opFenceWrite), 1, "K", int64(42), "tok"}},
+		{"acquire", NewOp(OpAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(OpAcquire), 1, "K", "tok", "tok", int64(1000)}},
+		{"acquire, queued", queued, 0, []any{"evalsha", sha(OpAcquire), 1, "K", "tok", "tok", int64(1000), "W", int64(1795000000000001), int64(1000)}},
+		{"queue: join or refresh", join, 0, []any{"evalsha", sha(OpQueue), 1, "K", "W", int64(1795000000000001), int64(1000), "redlock:wake:"}},
+		{"queue: leave", leave, 0, []any{"evalsha", sha(OpQueue), 1, "K", "W", 0, int64(1000), "redlock:wake:"}},
+		{"acquire with metadata", NewOp(OpAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(OpAcquire), 1, "K", "tok", "tok\x00meta", int64(1500)}},
+		{"extend", NewOp(OpExtend, "K", "tok", "", 2*time.Second), 0, []any{"evalsha", sha(OpExtend), 1, "K", "tok", int64(2000)}},
+		{"release", release, 0, []any{"evalsha", sha(OpRelease), 1, "K", "tok", int64(0), "redlock:wake:"}},
+		{"release, quiet", quiet, 0, []any{"evalsha", sha(OpRelease), 1, "K", "tok", int64(0), ""}},
+		{"release with cooldown", cooldown, 0, []any{"evalsha", sha(OpRelease), 1, "K", "tok", int64(60000), "redlock:wake:"}},
+		{"inspect", NewOp(OpInspect, "K", "", "", 0), 0, []any{"evalsha", sha(OpInspect), 2, "K", "K:fence"}},
+		{"acquire fenced, node 3", NewOp(OpAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(OpAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, FenceModulus, int64(0)}},
+		{"fence write-back", NewFenceWrite("K", nil, "tok", 42), 0, []any{"evalsha", sha(OpFenceWrite), 1, "K", int64(42), "tok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.encode()
-			assert.Equal(t, tc.want, tc.o.nodeArgs(tc.node))
+			tc.o.Encode()
+			assert.Equal(t, tc.want, tc.o.Args(tc.node))
 		})
 	}
 }

@@ -147,8 +147,8 @@ func TestEventAttemptCountsAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		var looks atomic.Int32
-		fakes[0].hold = func(o *op) {
-			if o.kind == opQueue && !o.quiet {
+		fakes[0].hold = func(o *Op) {
+			if o.Kind == OpQueue && !o.Quiet {
 				looks.Add(1)
 			}
 		}

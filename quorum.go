@@ -30,25 +30,25 @@ func (t tally) decided() bool { return t.won() || t.lost() }
 // reply is one node's result, tagged with the node's index.
 type reply struct {
 	i int
-	r result
+	r Result
 }
 
 // request is one round to send: an op, the nodes to send it to, and when
 // the round is decided.
 type request struct {
-	op      *op
+	op      *Op
 	nodes   []node
 	need    int              // agreements that make the round a success
 	timeout time.Duration    // bounds every node's call
 	stop    func(tally) bool // decides the round before every node answered; nil waits for all
 	// settled, if set, also decides the round early, from the replies so
 	// far (by node index; those not in yet are zero).
-	settled func(results []result) bool
+	settled func(results []Result) bool
 	// judge, if set, sees each reply before it is counted, and may return
 	// it marked as a grant that does not count (the restart guard does). It
 	// takes and returns a value: a pointer through a function value would
 	// move every reply to the heap.
-	judge func(i int, r result) result
+	judge func(i int, r Result) Result
 	timed bool // record each reply's latency, for observers
 	// detach sends the calls whatever becomes of ctx (each still ends at
 	// the node timeout): the round returns when ctx ends, but its calls go
@@ -67,21 +67,21 @@ func (req request) detached() bool { return req.detach && !mutated(mutCallsAttac
 // not the client honours context deadlines (go-redis ignores them on reads
 // unless ContextTimeoutEnabled is set).
 type round struct {
-	results []result        // by node index: in buf when it fits
-	buf     [5]result       // the results of a round over up to 5 nodes, in the round's own allocation
+	results []Result        // by node index: in buf when it fits
+	buf     [5]Result       // the results of a round over up to 5 nodes, in the round's own allocation
 	latency []time.Duration // by node index, when timed: from the start of the round to the reply
 	tally   tally
 	pending int // calls still running when fanOut returned
 	replies chan reply
-	judge   func(i int, r result) result // request.judge
+	judge   func(i int, r Result) Result // request.judge
 }
 
-// deliver is how node i hands over its result, exactly once, from whatever
+// Deliver is how node i hands over its result, exactly once, from whatever
 // goroutine it answers on. It never blocks.
-func (r *round) deliver(i int, res result) {
-	res.answered = true
-	if res.status == statusFailed && res.err == nil {
-		res.err = errNoResult
+func (r *round) Deliver(i int, res Result) {
+	res.Answered = true
+	if res.Status == statusFailed && res.Err == nil {
+		res.Err = errNoResult
 	}
 	if r.judge != nil {
 		res = r.judge(i, res)
@@ -105,7 +105,7 @@ func fanOut(ctx context.Context, req request) *round {
 	deadline := start.Add(req.timeout)
 	r := newRound(req)
 	for i, nd := range req.nodes {
-		nd.start(call{ctx: ctx, deadline: deadline, o: req.op, i: i, r: r, detached: req.detached()})
+		nd.Start(Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
 	}
 	r.collect(ctx, req, start, deadline)
 	return r
@@ -126,10 +126,10 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 		return rounds
 	}
 	deadline := start.Add(reqs[0].timeout)
-	calls := make([]call, len(reqs))
+	calls := make([]Call, len(reqs))
 	for i, nd := range reqs[0].nodes {
 		for j := range reqs {
-			calls[j] = call{ctx: ctx, deadline: deadline, o: reqs[j].op, i: i, r: rounds[j], detached: reqs[j].detached()}
+			calls[j] = Call{Ctx: ctx, Deadline: deadline, Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
 		}
 		startAll(nd, calls)
 	}
@@ -141,24 +141,24 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 
 // batcher is a node that can send calls together: one batch, in order.
 type batcher interface {
-	startAll(calls []call)
+	StartAll(calls []Call)
 }
 
 // startAll starts calls on nd, together if it can.
-func startAll(nd node, calls []call) {
+func startAll(nd node, calls []Call) {
 	if b, ok := nd.(batcher); ok {
-		b.startAll(calls)
+		b.StartAll(calls)
 		return
 	}
 	for _, c := range calls {
-		nd.start(c)
+		nd.Start(c)
 	}
 }
 
 // newRound encodes req's op and makes its round.
 func newRound(req request) *round {
 	n := len(req.nodes)
-	req.op.encode()
+	req.op.Encode()
 	r := &round{
 		tally:   tally{n: n, need: req.need},
 		pending: n,
@@ -168,7 +168,7 @@ func newRound(req request) *round {
 	if n <= len(r.buf) {
 		r.results = r.buf[:n]
 	} else {
-		r.results = make([]result, n)
+		r.results = make([]Result, n)
 	}
 	if req.timed {
 		r.latency = make([]time.Duration, n)
@@ -212,7 +212,7 @@ func (r *round) record(x reply, start time.Time) {
 	if r.latency != nil {
 		r.latency[x.i] = time.Since(start)
 	}
-	if x.r.ok() {
+	if x.r.OK() {
 		r.tally.ok++
 	} else {
 		r.tally.against++
@@ -228,8 +228,8 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
 	}
 	for i := range r.results {
-		if !r.results[i].answered {
-			r.results[i] = result{err: err}
+		if !r.results[i].Answered {
+			r.results[i] = Result{Err: err}
 			r.tally.against++
 		}
 	}
@@ -238,7 +238,7 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 // finish hands the replies of calls still running to late, in a goroutine
 // tracked by wg, and releases the round's resources once every call has
 // returned. late may be nil.
-func (r *round) finish(wg *background, late func(i int, res result)) {
+func (r *round) finish(wg *Background, late func(i int, res Result)) {
 	if r.pending == 0 {
 		return
 	}

@@ -180,16 +180,16 @@ func TestNodeTimeout(t *testing.T) {
 // per node under errgroup, each call bounded by the node timeout, and the
 // outcome counted once every node has answered. It lives here only for
 // BenchmarkFanOut, beside the library's fanOut (docs/design.md, "Fan-out").
-func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *op) tally {
-	o.encode()
-	results := make([]result, len(nodes))
+func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *Op) tally {
+	o.Encode()
+	results := make([]Result, len(nodes))
 	var g errgroup.Group
 	for i, n := range nodes {
 		g.Go(func() error {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			results[i] = n.(interface {
-				do(context.Context, *op) result
+				do(context.Context, *Op) Result
 			}).do(cctx, o)
 			return nil
 		})
@@ -197,7 +197,7 @@ func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Du
 	_ = g.Wait()
 	t := tally{n: len(nodes), need: need}
 	for _, r := range results {
-		if r.ok() {
+		if r.OK() {
 			t.ok++
 		} else {
 			t.against++
@@ -210,16 +210,16 @@ func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Du
 // server behind a go-redis client with ContextTimeoutEnabled.
 type hungNode struct{}
 
-func (hungNode) do(ctx context.Context, _ *op) result { <-ctx.Done(); return result{err: ctx.Err()} }
-func (h hungNode) start(c call) {
+func (hungNode) do(ctx context.Context, _ *Op) Result { <-ctx.Done(); return Result{Err: ctx.Err()} }
+func (h hungNode) Start(c Call) {
 	go func() {
-		ctx, cancel := context.WithDeadline(c.ctx, c.deadline)
+		ctx, cancel := context.WithDeadline(c.Ctx, c.Deadline)
 		defer cancel()
-		c.r.deliver(c.i, h.do(ctx, c.o))
+		c.To.Deliver(c.Index, h.do(ctx, c.Op))
 	}()
 }
-func (hungNode) name() string { return "hung" }
-func (hungNode) watch(string, func(string, string), func()) func() {
+func (hungNode) Name() string { return "hung" }
+func (hungNode) Watch(string, func(string, string), func()) func() {
 	return func() {}
 }
 
@@ -231,12 +231,12 @@ func (hungNode) watch(string, func(string, string), func()) func() {
 // the scripts.
 type instantNode struct{ id string }
 
-func (n instantNode) start(c call) { go c.r.deliver(c.i, n.do(c.ctx, c.o)) }
+func (n instantNode) Start(c Call) { go c.To.Deliver(c.Index, n.do(c.Ctx, c.Op)) }
 
 // do answers at once, for the errgroup fan-out that calls nodes directly.
-func (instantNode) do(context.Context, *op) result { return result{status: statusOK} }
-func (n instantNode) name() string                 { return n.id }
-func (instantNode) watch(_ string, _ func(string, string), ready func()) func() {
+func (instantNode) do(context.Context, *Op) Result { return Result{Status: StatusOK} }
+func (n instantNode) Name() string                 { return n.id }
+func (instantNode) Watch(_ string, _ func(string, string), ready func()) func() {
 	ready()
 	return func() {}
 }
@@ -273,15 +273,15 @@ func BenchmarkFanOut(b *testing.B) {
 				if hung {
 					nodes[4] = hungNode{}
 				}
-				var bg background
+				var bg Background
 				defer bg.Wait()
 				ctx := context.Background()
 				lat := make([]time.Duration, 0, 1<<16)
 				failed := 0
 				b.ReportAllocs()
 				for b.Loop() {
-					acq := newOp(opAcquire, "redlock:{k}", "tok", "tok", time.Minute)
-					rel := newOp(opRelease, "redlock:{k}", "tok", "", 0)
+					acq := NewOp(OpAcquire, "redlock:{k}", "tok", "tok", time.Minute)
+					rel := NewOp(OpRelease, "redlock:{k}", "tok", "", 0)
 					start := time.Now()
 					var won bool
 					if design == "library" {

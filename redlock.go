@@ -20,13 +20,13 @@ import (
 type Client struct {
 	nodes []node
 	cfg   config
-	bg    background    // goroutines waiting for late replies, and the nodes' stream writers
+	bg    Background    // goroutines waiting for late replies, and the nodes' stream writers
 	hand  handoff       // waiters and release notices
 	guard *restartGuard // nil when off
 	// proposed is the last fence proposed (propose): proposals are ≡ 63
 	// (mod 64) and grow.
 	proposed atomic.Int64
-	judge    func(int, result) result // guard.check, bound once; nil when off
+	judge    func(int, Result) Result // guard.check, bound once; nil when off
 
 	mu     sync.Mutex
 	held   map[*Lock]struct{} // locks not yet released, for Close
@@ -79,8 +79,8 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		return nil, invalid("%d clients: Redlock needs at least 3 to tolerate a failure (WithAnyNodeCount allows fewer)", n)
 	case !cfg.anyCount && n%2 == 0:
 		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
-	case n >= fenceModulus:
-		return nil, invalid("%d clients: at most %d", n, fenceModulus-1)
+	case n >= FenceModulus:
+		return nil, invalid("%d clients: at most %d", n, FenceModulus-1)
 	}
 	if !cfg.guardSet {
 		cfg.guard = cfg.lock.ttl
@@ -89,7 +89,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	c.hand.init(c)
 	for _, n := range nodes {
 		if rn, ok := n.(*redisNode); ok {
-			rn.bind(c.closed, &c.bg, cfg.guard > 0)
+			rn.Bind(c.closed, &c.bg, cfg.guard > 0)
 		}
 	}
 	if cfg.guard > 0 {
@@ -160,7 +160,7 @@ func (c *Client) track(l *Lock) error {
 		return err
 	}
 	c.held[l] = struct{}{}
-	if l.rkeys == nil && l.mode != modeRead { // a reader does not hold the key
+	if l.rkeys == nil && l.mode != ModeRead { // a reader does not hold the key
 		c.hand.acquired(l.rkey, l)
 	}
 	for _, k := range l.rkeys {

@@ -33,7 +33,7 @@ func lockAll(t *testing.T, c *Client, key string, opts ...Option) *Lock {
 }
 
 func TestNew(t *testing.T) {
-	many := make([]redis.UniversalClient, fenceModulus)
+	many := make([]redis.UniversalClient, FenceModulus)
 	for i := range many {
 		cl := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
 		t.Cleanup(func() { cl.Close() })
@@ -71,7 +71,7 @@ func TestNew(t *testing.T) {
 			}
 			require.NoError(t, err)
 			defer c.Close(t.Context())
-			require.Equal(t, "127.0.0.1:1", c.nodes[0].name())
+			require.Equal(t, "127.0.0.1:1", c.nodes[0].Name())
 		})
 	}
 }

@@ -110,18 +110,18 @@ func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Durati
 	answered := 0
 	for _, res := range r.results {
 		switch {
-		case res.guarded: // a restarted node's grant: as good as no answer
-		case res.status == statusOK, res.status == statusRefreshed, res.status == statusAbsent:
+		case res.Guarded: // a restarted node's grant: as good as no answer
+		case res.Status == StatusOK, res.Status == StatusRefreshed, res.Status == StatusAbsent:
 			answered++
-		case res.status == statusHeld:
+		case res.Status == StatusHeld:
 			answered++
-			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.value })
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value })
 			if i < 0 {
-				holders, i = append(holders, holder{token: res.value}), len(holders)
+				holders, i = append(holders, holder{token: res.Value}), len(holders)
 			}
 			h := &holders[i]
 			h.n++
-			h.pttl, h.noTTL = max(h.pttl, res.pttl), h.noTTL || res.pttl < 0
+			h.pttl, h.noTTL = max(h.pttl, res.PTTL), h.noTTL || res.PTTL < 0
 		}
 	}
 	for _, h := range holders {

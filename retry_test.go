@@ -50,13 +50,13 @@ type tryTimes struct {
 }
 
 func (a *tryTimes) watch(n *fakeNode) {
-	n.hold = func(o *op) {
+	n.hold = func(o *Op) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		switch {
-		case o.kind == opAcquire:
+		case o.Kind == OpAcquire:
 			a.acquires++
-		case o.kind != opQueue || o.quiet:
+		case o.Kind != OpQueue || o.Quiet:
 			return
 		}
 		if now := time.Now(); len(a.start) == 0 || !now.Equal(a.start[len(a.start)-1]) {

@@ -44,9 +44,9 @@ func (c *Client) RWMutex(name string, opts ...Option) (*RWMutex, error) {
 		return nil, err
 	}
 	m := &RWMutex{c: c, name: name, lc: lc, w: c.target(key)}
-	m.w.mode = modeWrite
+	m.w.mode = ModeWrite
 	m.r = m.w
-	m.r.mode = modeRead
+	m.r.mode = ModeRead
 	return m, nil
 }
 

@@ -190,9 +190,9 @@ local function readers(t)
 end
 `
 
-// readersHolder is the holder a writer's refusal names when readers hold
+// ReadersHolder is the holder a writer's refusal names when readers hold
 // the lock. Tokens never contain NUL, so no token is it.
-const readersHolder = "\x00readers"
+const ReadersHolder = "\x00readers"
 
 // readersIf is the free-key check of a writer's acquire: refused while
 // readers hold, keeping a queued writer's place (its waiter in ARGV[i..]).
@@ -288,9 +288,9 @@ end
 return 1
 `
 
-// readersLeft stands for the released token in a notice that the last
+// ReadersLeft stands for the released token in a notice that the last
 // reader left a node (see readReleaseSrc).
-const readersLeft = "\x01readers"
+const ReadersLeft = "\x01readers"
 
 // queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
 // out, and reports the queue and the key.
@@ -625,28 +625,28 @@ end
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), waiting, first, readers}
 `
 
-// opKind names an operation; it indexes scripts.
-type opKind int
+// Kind names an operation; it indexes scripts.
+type Kind int
 
 const (
-	opAcquire opKind = iota
-	opExtend
-	opRelease
-	opInspect
-	opAcquireFenced
-	opFenceWrite
-	opQueue
-	opProclaim
+	OpAcquire Kind = iota
+	OpExtend
+	OpRelease
+	OpInspect
+	OpAcquireFenced
+	OpFenceWrite
+	OpQueue
+	OpProclaim
 )
 
-// fenceModulus: node i's fence counter only takes values ≡ i (mod 64), and
+// FenceModulus: node i's fence counter only takes values ≡ i (mod 64), and
 // clients' proposals are ≡ 63, so at most 63 nodes. Every client must list
 // the nodes in the same order.
-const fenceModulus = 64
+const FenceModulus = 64
 
-// maxFence: fencing tokens stay below 2^53, exact in every JSON number and
+// MaxFence: fencing tokens stay below 2^53, exact in every JSON number and
 // in Lua, whose numbers are doubles.
-const maxFence = 1 << 53
+const MaxFence = 1 << 53
 
 // script is a Lua script with its SHA1, boxed once so that building a call's
 // arguments does not allocate for them.
@@ -658,7 +658,7 @@ type script struct {
 // extend and release (an op with keys), and a read-write lock's writer acquires and
 // reader ops (by the op's mode).
 const (
-	scriptAcquireMulti = opProclaim + 1 + iota
+	scriptAcquireMulti = OpProclaim + 1 + iota
 	scriptAcquireMultiFenced
 	scriptAcquireWrite
 	scriptAcquireWriteFenced
@@ -672,8 +672,8 @@ const (
 
 var scripts = func() [scriptCount]script {
 	var s [scriptCount]script
-	for k, src := range [...]string{opAcquire: acquireSrc, opExtend: extendSrc, opRelease: releaseSrc, opInspect: inspectSrc,
-		opAcquireFenced: acquireFencedSrc, opFenceWrite: fenceWriteSrc, opQueue: queueSrc, opProclaim: proclaimSrc,
+	for k, src := range [...]string{OpAcquire: acquireSrc, OpExtend: extendSrc, OpRelease: releaseSrc, OpInspect: inspectSrc,
+		OpAcquireFenced: acquireFencedSrc, OpFenceWrite: fenceWriteSrc, OpQueue: queueSrc, OpProclaim: proclaimSrc,
 		scriptAcquireMulti: acquireMultiSrc, scriptAcquireMultiFenced: acquireMultiFencedSrc,
 		scriptAcquireWrite: acquireWriteSrc, scriptAcquireWriteFenced: acquireWriteFencedSrc,
 		scriptReadAcquire: readAcquireSrc, scriptReadExtend: readExtendSrc, scriptReadRelease: readReleaseSrc,
@@ -683,21 +683,21 @@ var scripts = func() [scriptCount]script {
 	return s
 }()
 
-// op is one operation on one key (or a multi-key lock's keys), prepared
+// Op is one operation on one key (or a multi-key lock's keys), prepared
 // once per round and sent to every node. Its fields say what it asks;
 // encode turns them into the wire arguments, once, shared by every node's
 // command (go-redis only reads them), and the in-memory test nodes read
 // the same fields.
-type op struct {
-	kind              opKind
-	key, token, value string        // key: the lock key, or a multi-key lock's first key (Cluster routing)
-	keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
-	mode              lockMode      // a read-write lock's side: selects its scripts
-	ttl               time.Duration // TTL, or cooldown for release
-	fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal; opProclaim: the term
-	quiet             bool          // opQueue: leave the queue
-	wake              any           // opRelease, opQueue: the wake channels' prefix (a string); nil: wake nobody
-	place             *place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
+type Op struct {
+	Kind              Kind
+	Key, Token, Value string        // key: the lock key, or a multi-key lock's first key (Cluster routing)
+	Keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
+	Mode              Mode          // a read-write lock's side: selects its scripts
+	TTL               time.Duration // TTL, or cooldown for release
+	Fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal; opProclaim: the term
+	Quiet             bool          // opQueue: leave the queue
+	Wake              any           // opRelease, opQueue: the wake channels' prefix (a string); nil: wake nobody
+	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
@@ -705,138 +705,138 @@ type op struct {
 	residue int       // opAcquireFenced: the index in wire of the node's residue (ARGV[4])
 }
 
-// place is a waiter's place in a key's wait queue (see queueLua): its ID
+// Place is a waiter's Place in a key's wait queue (see queueLua): its ID
 // and ticket, the same on every node, and how long its entry lives there
 // without a refresh.
-type place struct {
-	id     string
-	ticket int64
-	lease  time.Duration
+type Place struct {
+	ID     string
+	Ticket int64
+	Lease  time.Duration
 }
 
-// time returns the place's ticket as a time (it is one, in µs since the
+// Time returns the place's ticket as a Time (it is one, in µs since the
 // epoch), zero for none.
-func (p *place) time() time.Time {
+func (p *Place) Time() time.Time {
 	if p == nil {
 		return time.Time{}
 	}
-	return time.UnixMicro(p.ticket)
+	return time.UnixMicro(p.Ticket)
 }
 
-// ms is the place's lease in ms.
-func (p *place) ms() int64 { return p.lease.Milliseconds() }
+// MS is the place's lease in MS.
+func (p *Place) MS() int64 { return p.Lease.Milliseconds() }
 
-func newOp(kind opKind, key, token, value string, ttl time.Duration) *op {
-	return &op{kind: kind, key: key, token: token, value: value, ttl: ttl}
+func NewOp(kind Kind, key, token, value string, ttl time.Duration) *Op {
+	return &Op{Kind: kind, Key: key, Token: token, Value: value, TTL: ttl}
 }
 
-// newFenceWrite prepares the write-back of fencing token t for key (or a
+// NewFenceWrite prepares the write-back of fencing token t for key (or a
 // multi-key lock's keys), held with token.
-func newFenceWrite(key string, keys []string, token string, t int64) *op {
-	return &op{kind: opFenceWrite, key: key, keys: keys, token: token, fence: t}
+func NewFenceWrite(key string, keys []string, token string, t int64) *Op {
+	return &Op{Kind: OpFenceWrite, Key: key, Keys: keys, Token: token, Fence: t}
 }
 
 // script is the op's script: its kind's, or the variant its keys or
 // mode ask for.
-func (o *op) script() script {
-	k := o.kind
+func (o *Op) script() script {
+	k := o.Kind
 	switch {
-	case o.keys != nil && k == opAcquire:
+	case o.Keys != nil && k == OpAcquire:
 		return scripts[scriptAcquireMulti]
-	case o.keys != nil && k == opAcquireFenced:
+	case o.Keys != nil && k == OpAcquireFenced:
 		return scripts[scriptAcquireMultiFenced]
-	case o.keys != nil && k == opExtend:
+	case o.Keys != nil && k == OpExtend:
 		return scripts[scriptExtendMulti]
-	case o.keys != nil && k == opRelease:
+	case o.Keys != nil && k == OpRelease:
 		return scripts[scriptReleaseMulti]
-	case o.mode == modeWrite && k == opAcquire:
+	case o.Mode == ModeWrite && k == OpAcquire:
 		return scripts[scriptAcquireWrite]
-	case o.mode == modeWrite && k == opAcquireFenced:
+	case o.Mode == ModeWrite && k == OpAcquireFenced:
 		return scripts[scriptAcquireWriteFenced]
-	case o.mode == modeRead && k == opAcquire:
+	case o.Mode == ModeRead && k == OpAcquire:
 		return scripts[scriptReadAcquire]
-	case o.mode == modeRead && k == opExtend:
+	case o.Mode == ModeRead && k == OpExtend:
 		return scripts[scriptReadExtend]
-	case o.mode == modeRead && k == opRelease:
+	case o.Mode == ModeRead && k == OpRelease:
 		return scripts[scriptReadRelease]
 	}
-	return scripts[o.kind]
+	return scripts[o.Kind]
 }
 
-// lockMode is what a lock's holder holds: the key (a mutex, or several
+// Mode is what a lock's holder holds: the key (a mutex, or several
 // keys), or a read-write lock's write or read side.
-type lockMode uint8
+type Mode uint8
 
 const (
-	modeMutex lockMode = iota
-	modeWrite          // a read-write lock's writer: the key, where no reader holds
-	modeRead           // a reader: an entry in the key's readers set
+	ModeMutex Mode = iota
+	ModeWrite      // a read-write lock's writer: the key, where no reader holds
+	ModeRead       // a reader: an entry in the key's readers set
 )
 
-// encode builds the wire arguments: the one place that knows each script's
+// Encode builds the wire arguments: the one place that knows each script's
 // KEYS and ARGV layout (documented with the scripts above). It is called
 // once per round, before the op is shared.
-func (o *op) encode() {
-	ms := o.ttl.Milliseconds()
-	keys := o.keys // a multi-key lock's; the ARGV are those of one key
+func (o *Op) Encode() {
+	ms := o.TTL.Milliseconds()
+	keys := o.Keys // a multi-key lock's; the ARGV are those of one key
 	if keys == nil {
-		o.keybuf[0] = o.key
+		o.keybuf[0] = o.Key
 		keys = o.keybuf[:1]
 	}
 	// withFence is a one-key op's KEYS with the key's fence counter.
 	withFence := func() []string {
-		o.keybuf[0], o.keybuf[1] = o.key, fenceKey(o.key)
+		o.keybuf[0], o.keybuf[1] = o.Key, FenceKey(o.Key)
 		return o.keybuf[:2]
 	}
-	switch o.kind {
-	case opAcquire: // a caller not queued sends no place: the script only checks that there is no queue
+	switch o.Kind {
+	case OpAcquire: // a caller not queued sends no place: the script only checks that there is no queue
 		token, value := o.boxed()
-		if p := o.place; p != nil {
-			o.set(keys, token, value, ms, p.id, p.ticket, p.ms())
+		if p := o.Place; p != nil {
+			o.set(keys, token, value, ms, p.ID, p.Ticket, p.MS())
 		} else {
 			o.set(keys, token, value, ms)
 		}
-	case opExtend:
-		o.set(keys, o.token, ms)
-	case opRelease:
-		o.set(keys, o.token, ms, o.wakeArg())
-	case opInspect:
+	case OpExtend:
+		o.set(keys, o.Token, ms)
+	case OpRelease:
+		o.set(keys, o.Token, ms, o.wakeArg())
+	case OpInspect:
 		o.set(withFence())
-	case opAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
-		if o.keys == nil {
+	case OpAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
+		if o.Keys == nil {
 			keys = withFence() // a multi-key script names its counters itself
 		}
 		o.residue = 3 + len(keys) + 3
-		if p := o.place; p != nil {
-			o.set(keys, o.token, o.value, ms, 0, fenceModulus, o.fence, p.id, p.ticket, p.ms())
+		if p := o.Place; p != nil {
+			o.set(keys, o.Token, o.Value, ms, 0, FenceModulus, o.Fence, p.ID, p.Ticket, p.MS())
 		} else {
-			o.set(keys, o.token, o.value, ms, 0, fenceModulus, o.fence)
+			o.set(keys, o.Token, o.Value, ms, 0, FenceModulus, o.Fence)
 		}
-	case opFenceWrite:
-		o.set(keys, o.fence, o.token)
-	case opProclaim: // the notice's payload is the term: see Election
-		o.set(keys, o.token, o.value, o.fence)
-	case opQueue:
-		var ticket any = o.place.ticket
-		if o.quiet {
+	case OpFenceWrite:
+		o.set(keys, o.Fence, o.Token)
+	case OpProclaim: // the notice's payload is the term: see Election
+		o.set(keys, o.Token, o.Value, o.Fence)
+	case OpQueue:
+		var ticket any = o.Place.Ticket
+		if o.Quiet {
 			ticket = 0
 		}
-		o.set(keys, o.place.id, ticket, o.place.ms(), o.wakeArg())
+		o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg())
 	}
 }
 
 // boxed returns the op's token and value as arguments: boxed once when
 // they are the same string (a holder without metadata), not twice.
-func (o *op) boxed() (token, value any) {
-	token = o.token
-	if o.value == o.token {
+func (o *Op) boxed() (token, value any) {
+	token = o.Token
+	if o.Value == o.Token {
 		return token, token
 	}
-	return token, o.value
+	return token, o.Value
 }
 
 // set makes the wire arguments: EVALSHA, the script's SHA1, keys and args.
-func (o *op) set(keys []string, args ...any) {
+func (o *Op) set(keys []string, args ...any) {
 	w := o.argv[:0]
 	if n := 3 + len(keys) + len(args); n > len(o.argv) {
 		w = make([]any, 0, n)
@@ -849,29 +849,29 @@ func (o *op) set(keys []string, args ...any) {
 }
 
 // wakeArg is the op's wake prefix argument: "" for none.
-func (o *op) wakeArg() any {
-	if o.wake == nil {
+func (o *Op) wakeArg() any {
+	if o.Wake == nil {
 		return ""
 	}
-	return o.wake
+	return o.Wake
 }
 
-// fenceKey is the key of the lock key's fence counter, in the same Cluster
+// FenceKey is the key of the lock key's fence counter, in the same Cluster
 // slot.
-func fenceKey(key string) string { return key + ":fence" }
+func FenceKey(key string) string { return key + ":fence" }
 
-// evalArgs returns the op's arguments for node i as an EVAL of the script's
+// EvalArgs returns the op's arguments for node i as an EVAL of the script's
 // source, for a node that answered NOSCRIPT (EVAL also caches it).
-func (o *op) evalArgs(i int) []any {
-	argv := slices.Clone(o.nodeArgs(i))
+func (o *Op) EvalArgs(i int) []any {
+	argv := slices.Clone(o.Args(i))
 	argv[0], argv[1] = "eval", o.script().src
 	return argv
 }
 
-// nodeArgs returns the op's arguments for node i: shared, but for a fenced
+// Args returns the op's arguments for node i: shared, but for a fenced
 // acquire, whose residue is the node's own.
-func (o *op) nodeArgs(i int) []any {
-	if o.kind != opAcquireFenced {
+func (o *Op) Args(i int) []any {
+	if o.Kind != OpAcquireFenced {
 		return o.wire
 	}
 	argv := slices.Clone(o.wire)

@@ -28,9 +28,9 @@ type simLast struct {
 	done chan struct{}
 }
 
-func (n simLink) start(c call) {
+func (n simLink) Start(c Call) {
 	if n.cut.Load() {
-		go c.r.deliver(c.i, result{err: errFakeDown})
+		go c.To.Deliver(c.Index, Result{Err: errFakeDown})
 		return
 	}
 	n.last.mu.Lock()

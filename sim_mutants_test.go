@@ -43,7 +43,7 @@ func scriptMutant(name, src string, replacements ...string) mutant {
 		mutated = strings.Replace(mutated, replacements[i], replacements[i+1], 1)
 	}
 	return mutant{name: name, node: func(f *fakeNode) {
-		f.variant = func(o *op) string {
+		f.variant = func(o *Op) string {
 			if o.script().src.(string) == src {
 				return mutated
 			}
@@ -58,7 +58,7 @@ func everyScript(name, old, new string) mutant {
 	var mu sync.Mutex
 	mutated := map[string]string{}
 	return mutant{name: name, node: func(f *fakeNode) {
-		f.variant = func(o *op) string {
+		f.variant = func(o *Op) string {
 			src := o.script().src.(string)
 			mu.Lock()
 			defer mu.Unlock()

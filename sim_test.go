@@ -278,19 +278,19 @@ func (s *simRun) setUpNodes(rng *rand.Rand) {
 }
 
 // ran notes, for node i, the tokens its acquires and releases ran for.
-func (s *simRun) ran(i int) func(*op) {
-	return func(o *op) {
+func (s *simRun) ran(i int) func(*Op) {
+	return func(o *Op) {
 		bit := uint8(0)
 		switch {
-		case isAcquire(o.kind):
+		case IsAcquire(o.Kind):
 			bit = 1
-		case o.kind == opRelease:
+		case o.Kind == OpRelease:
 			bit = 2
 		default:
 			return
 		}
 		s.mu.Lock()
-		s.reached[i][o.token] |= bit
+		s.reached[i][o.Token] |= bit
 		s.mu.Unlock()
 	}
 }
@@ -311,7 +311,7 @@ func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 		t.Fatal(err)
 	}
 	if rng.IntN(2) == 0 { // a process whose clock runs ahead proposes larger fencing tokens
-		c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*fenceModulus)
+		c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*FenceModulus)
 	}
 	s.logf("client %d: waiter IDs %s.N", i, c.hand.id)
 	s.cuts, s.pauses = append(s.cuts, cut), append(s.pauses, pause)

@@ -44,34 +44,34 @@ const streamIdle = 5 * time.Second
 // a connection handed back and taken again within that is not peeked.
 const streamConnAge = 4 * time.Second
 
-// errNotSent: a call's context ended while it waited for its node's stream.
-var errNotSent = errors.New("not sent")
+// ErrNotSent: a call's context ended while it waited for its node's stream.
+var ErrNotSent = errors.New("not sent")
 
-// call is one node call: op o for round r, in which the node has index i,
-// to be sent before deadline and while ctx lasts; a detached call is sent
+// Call is one node Call: op o for round r, in which the node has index i,
+// to be sent before deadline and while ctx lasts; a detached Call is sent
 // whenever it is before deadline, whatever becomes of ctx (see
 // request.detach).
-type call struct {
-	ctx      context.Context
-	deadline time.Time
-	o        *op
-	i        int
-	r        *round
-	detached bool
+type Call struct {
+	Ctx      context.Context
+	Deadline time.Time
+	Op       *Op
+	Index    int
+	To       *round
+	Detached bool
 }
 
-// ended reports whether the call may no longer be sent.
-func (c *call) ended() bool {
-	return (!c.detached && c.ctx.Err() != nil) || !time.Now().Before(c.deadline)
+// Ended reports whether the call may no longer be sent.
+func (c *Call) Ended() bool {
+	return (!c.Detached && c.Ctx.Err() != nil) || !time.Now().Before(c.Deadline)
 }
 
-// notSent is the error of a call that ended before it was sent.
-func (c *call) notSent() error {
-	err := c.ctx.Err()
-	if err == nil || c.detached {
+// NotSent is the error of a call that ended before it was sent.
+func (c *Call) NotSent() error {
+	err := c.Ctx.Err()
+	if err == nil || c.Detached {
 		err = context.DeadlineExceeded
 	}
-	return fmt.Errorf("%w: %w", errNotSent, err)
+	return fmt.Errorf("%w: %w", ErrNotSent, err)
 }
 
 // stream is one node's ordered, batched command stream.
@@ -88,11 +88,11 @@ type stream struct {
 	// again through it, which follows the redirection.
 	redirect *redis.ClusterClient
 	done     <-chan struct{}
-	wg       *background // the Client's: writers end before Close returns
+	wg       *Background // the Client's: writers end before Close returns
 
 	mu      sync.Mutex
-	queue   []call
-	spare   []call        // the last batch's slice, for reuse
+	queue   []Call
+	spare   []Call        // the last batch's slice, for reuse
 	running bool          // a writer goroutine exists
 	pruneAt int           // the queue length at which enqueue prunes ended calls
 	wake    chan struct{} // tells a waiting writer that calls are queued
@@ -120,13 +120,13 @@ func newStream(client redis.UniversalClient, index int) *stream {
 
 // bind ties the stream to its Client: writers end once done is closed and
 // their queue is empty, and wg tracks them.
-func (s *stream) bind(done <-chan struct{}, wg *background, guard bool) {
+func (s *stream) bind(done <-chan struct{}, wg *Background, guard bool) {
 	s.done, s.wg, s.guard = done, wg, guard
 }
 
 // enqueue queues calls and makes sure a writer will send them. Calls
 // queued together leave in one batch.
-func (s *stream) enqueue(calls ...call) {
+func (s *stream) enqueue(calls ...Call) {
 	s.mu.Lock()
 	ended := s.prune()
 	s.queue = append(s.queue, calls...)
@@ -134,7 +134,7 @@ func (s *stream) enqueue(calls ...call) {
 	s.running = true
 	s.mu.Unlock()
 	for i := range ended {
-		ended[i].r.deliver(ended[i].i, result{err: ended[i].notSent()})
+		ended[i].To.Deliver(ended[i].Index, Result{Err: ended[i].NotSent()})
 	}
 	if start {
 		s.wg.Add(1)
@@ -154,14 +154,14 @@ func (s *stream) enqueue(calls ...call) {
 // rounds they belong to, for as long as it is stuck. Pruning only when the
 // queue has doubled keeps the cost of an enqueue constant on average.
 // Callers hold s.mu.
-func (s *stream) prune() []call {
+func (s *stream) prune() []Call {
 	if len(s.queue) < s.pruneAt {
 		return nil
 	}
-	var ended []call
+	var ended []Call
 	live := s.queue[:0]
 	for _, c := range s.queue {
-		if c.ended() {
+		if c.Ended() {
 			ended = append(ended, c)
 		} else {
 			live = append(live, c)
@@ -203,7 +203,7 @@ func (s *stream) write() {
 }
 
 // take returns the queued calls, or nil when there are none.
-func (s *stream) take() []call {
+func (s *stream) take() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.queue) == 0 {
@@ -215,7 +215,7 @@ func (s *stream) take() []call {
 }
 
 // recycle keeps a sent batch's slice for the next queue.
-func (s *stream) recycle(batch []call) {
+func (s *stream) recycle(batch []Call) {
 	clear(batch)
 	s.mu.Lock()
 	s.spare = batch[:0]
@@ -243,7 +243,7 @@ func (s *stream) hangUp() {
 }
 
 // send sends one batch as one pipeline and delivers every call's result.
-func (s *stream) send(batch []call) {
+func (s *stream) send(batch []Call) {
 	// Each call's own deadline was checked; go-redis's timeouts bound the
 	// I/O, or, for a client with ContextTimeoutEnabled, the batch's latest
 	// deadline: a node that stops answering then holds the stream no
@@ -252,8 +252,8 @@ func (s *stream) send(batch []call) {
 	if s.ctxTimeout {
 		var latest time.Time
 		for i := range batch {
-			if batch[i].deadline.After(latest) {
-				latest = batch[i].deadline
+			if batch[i].Deadline.After(latest) {
+				latest = batch[i].Deadline
 			}
 		}
 		s.bctx.begin(latest)
@@ -267,18 +267,18 @@ func (s *stream) send(batch []call) {
 		c := &batch[j]
 		var err error
 		switch {
-		case c.ended():
-			err = c.notSent()
+		case c.Ended():
+			err = c.NotSent()
 		case connErr != nil:
 			err = connErr
-		case guardErr != nil && isAcquire(c.o.kind):
+		case guardErr != nil && IsAcquire(c.Op.Kind):
 			err = guardErr // not sent: the node cannot be guarded
 		}
 		if err != nil {
-			c.r.deliver(c.i, result{err: err})
+			c.To.Deliver(c.Index, Result{Err: err})
 			continue
 		}
-		s.cmds[j] = redis.NewCmd(ctx, c.o.nodeArgs(s.index)...)
+		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
 	}
 	s.run(ctx)
 	s.checkInfo(ctx, batch)
@@ -290,14 +290,14 @@ func (s *stream) send(batch []call) {
 		if cmd == nil {
 			continue
 		}
-		if err := cmd.Err(); err != nil && !isReply(err) {
+		if err := cmd.Err(); err != nil && !IsReply(err) {
 			broken = true
 		}
-		res := decode(c.o.kind, cmd)
-		if isAcquire(c.o.kind) {
-			res.runID = s.runID
+		res := Decode(c.Op.Kind, cmd)
+		if IsAcquire(c.Op.Kind) {
+			res.RunID = s.runID
 		}
-		c.r.deliver(c.i, res)
+		c.To.Deliver(c.Index, res)
 	}
 	if broken && s.conn != nil {
 		s.hangUp() // the next batch dials afresh and asks the run_id again
@@ -348,7 +348,7 @@ func (s *stream) run(ctx context.Context) {
 // through the client. connErr: no connection could be had, and nothing is sent;
 // guardErr: the restart guard cannot work on this node, and acquires are
 // not sent.
-func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr error) {
+func (s *stream) prepare(ctx context.Context, batch []Call) (connErr, guardErr error) {
 	cl, ok := s.client.(*redis.Client)
 	if !ok {
 		return nil, nil
@@ -372,7 +372,7 @@ func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr e
 		s.conn, s.connAt = cl.Conn(), time.Now()
 		s.pipe = s.conn.Pipeline()
 	}
-	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c call) bool { return isAcquire(c.o.kind) }) {
+	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return IsAcquire(c.Op.Kind) }) {
 		return nil, nil
 	}
 	if s.infoWorks {
@@ -385,7 +385,7 @@ func (s *stream) prepare(ctx context.Context, batch []call) (connErr, guardErr e
 	// The first time, INFO goes alone, so that a node that refuses it is
 	// sent no acquire at all.
 	info, err := s.conn.Info(ctx, "server").Result()
-	if err != nil && !isReply(err) {
+	if err != nil && !IsReply(err) {
 		s.hangUp()
 		return err, nil
 	}
@@ -415,10 +415,10 @@ func (s *stream) learnRunID(info string, err error) error {
 // the node refused it (its ACL changed since it last answered), the
 // batch's acquires ran unguarded: the keys they created are taken back, on
 // the same connection, and they answer with the guard's error.
-func (s *stream) checkInfo(ctx context.Context, batch []call) {
+func (s *stream) checkInfo(ctx context.Context, batch []Call) {
 	info := s.info
 	s.info = nil
-	if info == nil || (info.Err() != nil && !isReply(info.Err())) {
+	if info == nil || (info.Err() != nil && !IsReply(info.Err())) {
 		return // the connection failed: so did every command of the batch
 	}
 	guardErr := s.learnRunID(info.Val(), info.Err())
@@ -427,14 +427,14 @@ func (s *stream) checkInfo(ctx context.Context, batch []call) {
 	}
 	for j, c := range batch {
 		cmd := s.cmds[j]
-		if cmd == nil || !isAcquire(c.o.kind) {
+		if cmd == nil || !IsAcquire(c.Op.Kind) {
 			continue
 		}
-		if res := decode(c.o.kind, cmd); res.status == statusOK {
-			back := newOp(opRelease, c.o.key, c.o.token, "", 0)
-			back.keys, back.mode = c.o.keys, c.o.mode
-			back.encode()
-			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.nodeArgs(s.index)...)})
+		if res := Decode(c.Op.Kind, cmd); res.Status == StatusOK {
+			back := NewOp(OpRelease, c.Op.Key, c.Op.Token, "", 0)
+			back.Keys, back.Mode = c.Op.Keys, c.Op.Mode
+			back.Encode()
+			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(s.index)...)})
 		}
 		s.cmds[j] = redis.NewCmd(ctx)
 		s.cmds[j].SetErr(guardErr)
@@ -456,18 +456,18 @@ func runID(info string) (string, bool) {
 // the node answered NOSCRIPT, e.g. after SCRIPT FLUSH: such a call did not
 // run, so sending it is not a replay. The others are left out of this
 // second round.
-func (s *stream) evalMissing(ctx context.Context, batch []call) {
-	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && isNoScript(cmd.Err()) }) {
+func (s *stream) evalMissing(ctx context.Context, batch []Call) {
+	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && IsNoScript(cmd.Err()) }) {
 		return
 	}
 	done := slices.Clone(s.cmds)
 	for j, c := range batch {
 		cmd := s.cmds[j]
-		if cmd == nil || !isNoScript(cmd.Err()) {
+		if cmd == nil || !IsNoScript(cmd.Err()) {
 			s.cmds[j] = nil
 			continue
 		}
-		s.cmds[j] = redis.NewCmd(ctx, c.o.evalArgs(s.index)...)
+		s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
 	}
 	s.run(ctx)
 	for j, cmd := range done {
@@ -481,7 +481,7 @@ func (s *stream) evalMissing(ctx context.Context, batch []call) {
 // answered MOVED or ASK: the slot is served elsewhere now, and the shard
 // did not run them. The ClusterClient follows the redirection and reloads
 // its slot map.
-func (s *stream) redirectMoved(ctx context.Context, batch []call) {
+func (s *stream) redirectMoved(ctx context.Context, batch []Call) {
 	if s.redirect == nil {
 		return
 	}
@@ -490,10 +490,10 @@ func (s *stream) redirectMoved(ctx context.Context, batch []call) {
 		if cmd == nil || !isMoved(cmd.Err()) {
 			continue
 		}
-		s.cmds[j] = redis.NewCmd(ctx, c.o.nodeArgs(s.index)...)
+		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
 		_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
-		if isNoScript(s.cmds[j].Err()) {
-			s.cmds[j] = redis.NewCmd(ctx, c.o.evalArgs(s.index)...)
+		if IsNoScript(s.cmds[j].Err()) {
+			s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
 			_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
 		}
 	}
@@ -503,16 +503,16 @@ func isMoved(err error) bool {
 	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
 }
 
-func isNoScript(err error) bool {
+func IsNoScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
-// isReply reports whether err is the node's answer (an error reply), as
+// IsReply reports whether err is the node's answer (an error reply), as
 // opposed to a failure of the connection, after which the connection is
 // not trusted further.
-func isReply(err error) bool {
+func IsReply(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
 }
 
-func isAcquire(k opKind) bool { return k == opAcquire || k == opAcquireFenced }
+func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced }
