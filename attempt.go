@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // Lock acquires the lock on key, waiting as long as ctx allows.
@@ -319,7 +321,7 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 		return failure{cause: err}
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
-	o := &Op{Kind: OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
+	o := &wire.Op{Kind: wire.OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
 	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
 	r.finish(&c.bg, nil)
 	if r.tally.won() {
@@ -332,9 +334,9 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 	for _, res := range r.results {
 		var d time.Duration
 		switch {
-		case res.Status == StatusHeld && res.Head == w.ID && res.PTTL >= 0:
+		case res.Status == wire.StatusHeld && res.Head == w.ID && res.PTTL >= 0:
 			d = res.PTTL
-		case res.Status == StatusQueued:
+		case res.Status == wire.StatusQueued:
 			d = res.PTTL
 		default:
 			continue
@@ -348,11 +350,11 @@ func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
 }
 
 // leaveOn takes the place p out of rkey's queue on nodes, in the background.
-func (c *Client) leaveOn(ctx context.Context, nodes []node, p *Place, rkey string, ttl time.Duration) {
+func (c *Client) leaveOn(ctx context.Context, nodes []node, p *wire.Place, rkey string, ttl time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
-	o := &Op{Kind: OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}
+	o := &wire.Op{Kind: wire.OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}
 	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }
 
@@ -361,10 +363,10 @@ type acquisition struct {
 	target
 	token      string
 	lc         *lockConfig
-	place      *Place // in the wait queue, if queued
-	n          int    // the attempt's number within its Lock call
-	r          *round // the acquire round
-	wr         *round // the fence write-back round, with fencing
+	place      *wire.Place // in the wait queue, if queued
+	n          int         // the attempt's number within its Lock call
+	r          *round      // the acquire round
+	wr         *round      // the fence write-back round, with fencing
 	fence      int64
 	won        bool
 	start, end time.Time
@@ -394,9 +396,9 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 // the token back to a majority.
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
-	o := a.op(OpAcquire, a.token, EncodeValue(a.token, a.lc.meta), ttl)
-	if a.lc.fencing && a.mode != ModeRead { // readers get no fencing token
-		o.Kind, o.Fence = OpAcquireFenced, c.propose()
+	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), ttl)
+	if a.lc.fencing && a.mode != wire.ModeRead { // readers get no fencing token
+		o.Kind, o.Fence = wire.OpAcquireFenced, c.propose()
 	}
 	o.Place = a.place
 	// Detached, as Unlock's releases are: a caller that cancels ctx as soon
@@ -411,7 +413,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		a.start = time.Now()
 	}
 	a.won = a.r.tally.won()
-	if a.won && o.Kind == OpAcquireFenced {
+	if a.won && o.Kind == wire.OpAcquireFenced {
 		// A majority that took our proposal holds it already: it is the
 		// token. Otherwise the token is the largest a majority handed out;
 		// written back to a majority, any later majority starts above it.
@@ -428,7 +430,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		if acked >= c.quorum() {
 			a.fence = o.Fence
 		} else {
-			a.wr = c.send(ctx, request{op: NewFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
+			a.wr = c.send(ctx, request{op: wire.NewFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
 			a.wr.finish(&c.bg, nil)
 			a.won = a.wr.tally.won()
 		}
@@ -444,11 +446,11 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 // round it would have saved, never safety; nor does one that is too large,
 // which only makes later proposals from slower clocks fall short.
 func (c *Client) propose() int64 {
-	now := time.Now().UnixMicro()/100*FenceModulus + FenceModulus - 1
+	now := time.Now().UnixMicro()/100*wire.FenceModulus + wire.FenceModulus - 1
 	for {
 		last := c.proposed.Load()
-		p := max(now, last+FenceModulus)
-		if p >= MaxFence/2 {
+		p := max(now, last+wire.FenceModulus)
+		if p >= wire.MaxFence/2 {
 			return 0
 		}
 		if c.proposed.CompareAndSwap(last, p) {
@@ -469,7 +471,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	var refused []node // that keep our place in the queue
 	for i, res := range a.r.results {
 		// Guarded grants too: the key there is ours.
-		l.nodes[i].granted = res.Status == StatusOK || res.Status == StatusRefreshed
+		l.nodes[i].granted = res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed
 		if a.place != nil && res.Answered && !l.nodes[i].granted {
 			refused = append(refused, c.nodes[i])
 		}
@@ -477,9 +479,9 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	// A grant took our place out of the node's queue; elsewhere it goes now,
 	// or when the node's late reply comes.
 	c.leaveOn(ctx, refused, a.place, a.rkey, ttl)
-	a.r.finish(&c.bg, func(i int, res Result) {
+	a.r.finish(&c.bg, func(i int, res wire.Result) {
 		l.lateGrant(ctx, i, res)
-		if a.place != nil && res.Status != StatusOK && res.Status != StatusRefreshed {
+		if a.place != nil && res.Status != wire.StatusOK && res.Status != wire.StatusRefreshed {
 			c.leaveOn(ctx, []node{c.nodes[i]}, a.place, a.rkey, ttl)
 		}
 	})
@@ -499,10 +501,10 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 // a fresh token, "held already" can only be this attempt's own write, so
 // it goes too.
 func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
-	created := func(res Result) bool {
-		return res.Status == StatusOK || res.Status == StatusRefreshed && a.lc.token == ""
+	created := func(res wire.Result) bool {
+		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
 	}
-	a.r.finish(&c.bg, func(i int, res Result) {
+	a.r.finish(&c.bg, func(i int, res wire.Result) {
 		if created(res) {
 			c.releaseOn(ctx, []node{c.nodes[i]}, a.target, a.token, a.lc.ttl, 0)
 		}
@@ -562,6 +564,6 @@ func (c *Client) releaseOn(ctx context.Context, nodes []node, t target, token st
 	if len(nodes) == 0 {
 		return
 	}
-	o := t.op(OpRelease, token, "", cooldown)
+	o := t.op(wire.OpRelease, token, "", cooldown)
 	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }

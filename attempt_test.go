@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -119,22 +120,22 @@ func TestCancelledAttemptReleases(t *testing.T) {
 
 func TestRetryAfter(t *testing.T) {
 	c := newTestClient(t, newFakeNodes(5))
-	held := func(token string, pttl time.Duration) Result {
-		return Result{Status: StatusHeld, Value: token, PTTL: pttl}
+	held := func(token string, pttl time.Duration) wire.Result {
+		return wire.Result{Status: wire.StatusHeld, Value: token, PTTL: pttl}
 	}
-	ok, down := Result{Status: StatusOK}, Result{Err: errFakeDown}
+	ok, down := wire.Result{Status: wire.StatusOK}, wire.Result{Err: errFakeDown}
 	const rt = time.Millisecond
 	for _, tc := range []struct {
 		name    string
-		results []Result
+		results []wire.Result
 		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
 	}{
-		{"holder with a majority", []Result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
-		{"holder without TTL", []Result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
-		{"split vote", []Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
-		{"majority down", []Result{held("A", time.Minute), ok, down, down, down}, 0, 0},
-		{"a set's keys held by two holders", []Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
-		{"a set's keys held by two holders, one without TTL", []Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
+		{"holder with a majority", []wire.Result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
+		{"holder without TTL", []wire.Result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
+		{"split vote", []wire.Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"majority down", []wire.Result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+		{"a set's keys held by two holders", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		{"a set's keys held by two holders, one without TTL", []wire.Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.retryAfter(&round{results: tc.results}, rt, strings.HasPrefix(tc.name, "a set"))

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/memnode"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // The in-memory node (internal/memnode) runs the production scripts; this
@@ -19,15 +20,15 @@ import (
 // and every message published must agree. Durations (PTTLs, leases) may
 // differ by the milliseconds between the two runs of a step.
 
-// wire is one command of a sequence: a script op (sent as EVAL of its
+// step is one command of a sequence: a script op (sent as EVAL of its
 // source, as a stream does after NOSCRIPT) or a raw command.
-type wire struct {
-	o    *Op
+type step struct {
+	o    *wire.Op
 	node int // the node index the op is encoded for (a fenced acquire's residue)
 	raw  []any
 }
 
-func (w wire) args() []any {
+func (w step) args() []any {
 	if w.o == nil {
 		return w.raw
 	}
@@ -35,16 +36,16 @@ func (w wire) args() []any {
 	return w.o.EvalArgs(w.node)
 }
 
-func (w wire) String() string {
+func (w step) String() string {
 	if w.o == nil {
 		return fmt.Sprint(w.raw...)
 	}
 	return fmt.Sprintf("op kind %d (keys %v, mode %d)", w.o.Kind, w.o.Keys, w.o.Mode)
 }
 
-func raw(args ...any) wire { return wire{raw: args} }
+func raw(args ...any) step { return step{raw: args} }
 
-func do(o *Op) wire { return wire{o: o} }
+func do(o *wire.Op) step { return step{o: o} }
 
 // confKey is a sequence's lock key, with its queue, lease, readers and
 // fence keys beside it.
@@ -52,118 +53,118 @@ func confKey(name string) string { return "redlock:{conf:" + name + "}" }
 
 const wakePrefix = "redlock:wake:"
 
-func withPlace(o *Op, id string, ticket int64, lease time.Duration) *Op {
-	o.Place = &Place{ID: id, Ticket: ticket, Lease: lease}
+func withPlace(o *wire.Op, id string, ticket int64, lease time.Duration) *wire.Op {
+	o.Place = &wire.Place{ID: id, Ticket: ticket, Lease: lease}
 	return o
 }
 
-func withWake(o *Op) *Op { o.Wake = wakePrefix; return o }
+func withWake(o *wire.Op) *wire.Op { o.Wake = wakePrefix; return o }
 
-func withKeys(o *Op, keys ...string) *Op { o.Keys = keys; return o }
+func withKeys(o *wire.Op, keys ...string) *wire.Op { o.Keys = keys; return o }
 
-func withMode(o *Op, m Mode) *Op { o.Mode = m; return o }
+func withMode(o *wire.Op, m wire.Mode) *wire.Op { o.Mode = m; return o }
 
-func withFence(o *Op, f int64) *Op { o.Fence = f; return o }
+func withFence(o *wire.Op, f int64) *wire.Op { o.Fence = f; return o }
 
 // conformance is the table: sequences of commands, each sequence on keys of
 // its own.
-func conformance() map[string][]wire {
+func conformance() map[string][]step {
 	const ttl, lease = 10 * time.Second, 5 * time.Second
 	k := confKey
-	acq := func(key, token string) *Op { return NewOp(OpAcquire, key, token, token, ttl) }
-	rel := func(key, token string, cooldown time.Duration) *Op {
-		return withWake(NewOp(OpRelease, key, token, "", cooldown))
+	acq := func(key, token string) *wire.Op { return wire.NewOp(wire.OpAcquire, key, token, token, ttl) }
+	rel := func(key, token string, cooldown time.Duration) *wire.Op {
+		return withWake(wire.NewOp(wire.OpRelease, key, token, "", cooldown))
 	}
-	queue := func(key, id string, ticket int64, quiet bool) *Op {
-		o := withWake(withPlace(&Op{Kind: OpQueue, Key: key}, id, ticket, lease))
+	queue := func(key, id string, ticket int64, quiet bool) *wire.Op {
+		o := withWake(withPlace(&wire.Op{Kind: wire.OpQueue, Key: key}, id, ticket, lease))
 		o.Quiet = quiet
 		return o
 	}
-	fenced := func(key, token string, proposal int64, node int) wire {
-		return wire{o: withFence(NewOp(OpAcquireFenced, key, token, token, ttl), proposal), node: node}
+	fenced := func(key, token string, proposal int64, node int) step {
+		return step{o: withFence(wire.NewOp(wire.OpAcquireFenced, key, token, token, ttl), proposal), node: node}
 	}
 	const p = 1150000000000063 // a proposal: ≡ 63 (mod 64), as a Client's
 	m1, m2, m3 := k("m")+"a", k("m")+"b", k("m")+"c"
-	return map[string][]wire{
+	return map[string][]step{
 		"acquire": {
 			do(acq(k("a"), "t1")), do(acq(k("a"), "t1")), do(acq(k("a"), "t2")),
-			do(NewOp(OpAcquire, k("a"), "t1", "t1\x00meta", ttl)), do(NewOp(OpInspect, k("a"), "", "", 0)),
+			do(wire.NewOp(wire.OpAcquire, k("a"), "t1", "t1\x00meta", ttl)), do(wire.NewOp(wire.OpInspect, k("a"), "", "", 0)),
 			raw("SET", k("b"), "other"), do(acq(k("b"), "t1")),
 			raw("ZADD", k("c"), 1, "x"), do(acq(k("c"), "t1")),
-			raw("EVALSHA", strings.Repeat("0", 40), 0),                           // NOSCRIPT
-			raw("EVALSHA", scripts[OpAcquire].sha, 1, k("d"), "t1", "t1", 10000), // cached by the EVALs before
+			raw("EVALSHA", strings.Repeat("0", 40), 0),                                           // NOSCRIPT
+			raw("EVALSHA", (&wire.Op{Kind: wire.OpAcquire}).SHA(), 1, k("d"), "t1", "t1", 10000), // cached by the EVALs before
 		},
 		"extend and release": {
-			do(NewOp(OpExtend, k("e"), "t1", "", ttl)), do(acq(k("e"), "t1")),
-			do(NewOp(OpExtend, k("e"), "t1", "", 2*ttl)), raw("PTTL", k("e")), do(NewOp(OpExtend, k("e"), "t2", "", ttl)),
+			do(wire.NewOp(wire.OpExtend, k("e"), "t1", "", ttl)), do(acq(k("e"), "t1")),
+			do(wire.NewOp(wire.OpExtend, k("e"), "t1", "", 2*ttl)), raw("PTTL", k("e")), do(wire.NewOp(wire.OpExtend, k("e"), "t2", "", ttl)),
 			do(rel(k("e"), "t2", 0)), do(rel(k("e"), "t1", 0)), do(rel(k("e"), "t1", 0)),
 			do(acq(k("e"), "t1")), do(rel(k("e"), "t1", 3*time.Second)), raw("PTTL", k("e")), do(acq(k("e"), "t2")),
-			do(NewOp(OpRelease, k("e"), "t1", "", 0)), // no wake prefix
+			do(wire.NewOp(wire.OpRelease, k("e"), "t1", "", 0)), // no wake prefix
 		},
 		"queue": {
 			do(queue(k("q"), "c1.1", 100, false)), do(queue(k("q"), "c2.1", 200, false)),
 			do(acq(k("q"), "t9")),                                // not queued: the queue's refusal
 			do(withPlace(acq(k("q"), "t2"), "c2.1", 200, lease)), // queued, not first
 			do(withPlace(acq(k("q"), "t1"), "c1.1", 100, lease)), // first: granted, leaves the queue
-			do(queue(k("q"), "c2.1", 200, false)), do(NewOp(OpInspect, k("q"), "", "", 0)),
+			do(queue(k("q"), "c2.1", 200, false)), do(wire.NewOp(wire.OpInspect, k("q"), "", "", 0)),
 			do(rel(k("q"), "t1", 0)),                                                    // wakes c2.1
 			do(queue(k("q"), "c3.1", 300, false)), do(queue(k("q"), "c2.1", 200, true)), // c2 leaves first: wakes c3
-			do(NewOp(OpInspect, k("q"), "", "", 0)), raw("ZRANGE", k("q")+":queue", 0, -1),
+			do(wire.NewOp(wire.OpInspect, k("q"), "", "", 0)), raw("ZRANGE", k("q")+":queue", 0, -1),
 			do(withPlace(acq(k("q"), "t3"), "c3.1", 300, lease)), do(withPlace(acq(k("q"), "t4"), "c4.1", 400, lease)),
 			do(queue(k("q"), "c4.1", 400, false)),
 		},
 		"fencing": {
 			fenced(k("f"), "t1", p, 0), do(rel(k("f"), "t1", 0)), raw("GET", k("f")+":fence"),
 			fenced(k("f"), "t2", p, 3), fenced(k("f"), "t2", p+64, 3), fenced(k("f"), "t3", p, 1),
-			do(NewFenceWrite(k("f"), nil, "t3", p+1000)), do(NewFenceWrite(k("f"), nil, "t2", p+2000)),
-			do(NewFenceWrite(k("f"), nil, "t2", 5)), do(rel(k("f"), "t2", 0)), do(NewFenceWrite(k("f"), nil, "t9", p+3000)),
-			do(NewOp(OpInspect, k("f"), "", "", 0)),
+			do(wire.NewFenceWrite(k("f"), nil, "t3", p+1000)), do(wire.NewFenceWrite(k("f"), nil, "t2", p+2000)),
+			do(wire.NewFenceWrite(k("f"), nil, "t2", 5)), do(rel(k("f"), "t2", 0)), do(wire.NewFenceWrite(k("f"), nil, "t9", p+3000)),
+			do(wire.NewOp(wire.OpInspect, k("f"), "", "", 0)),
 			raw("SET", k("g")+":fence", "hello"), fenced(k("g"), "t1", p, 0),
-			raw("SET", k("h")+":fence", fmt.Sprint(MaxFence-2)), fenced(k("h"), "t1", 0, 0),
+			raw("SET", k("h")+":fence", fmt.Sprint(wire.MaxFence-2)), fenced(k("h"), "t1", 0, 0),
 		},
 		"proclaim": {
-			do(withFence(NewOp(OpProclaim, k("l"), "t1", "t1\x00v", 0), 7)), do(acq(k("l"), "t1")),
-			do(withFence(NewOp(OpProclaim, k("l"), "t1", "t1\x001.1 v", 0), 7)), raw("GET", k("l")),
-			do(withFence(NewOp(OpProclaim, k("l"), "t2", "t2\x00x", 0), 8)),
+			do(withFence(wire.NewOp(wire.OpProclaim, k("l"), "t1", "t1\x00v", 0), 7)), do(acq(k("l"), "t1")),
+			do(withFence(wire.NewOp(wire.OpProclaim, k("l"), "t1", "t1\x001.1 v", 0), 7)), raw("GET", k("l")),
+			do(withFence(wire.NewOp(wire.OpProclaim, k("l"), "t2", "t2\x00x", 0), 8)),
 		},
 		"multi-key": {
 			do(withKeys(acq(m1, "t1"), m1, m2)), do(withKeys(acq(m1, "t1"), m1, m2)),
-			do(withKeys(acq(m2, "t2"), m2, m3)), do(withKeys(NewOp(OpExtend, m1, "t1", "", 2*ttl), m1, m2)),
-			do(withKeys(NewOp(OpExtend, m2, "t2", "", ttl), m2, m3)),
-			wire{o: withKeys(withFence(NewOp(OpAcquireFenced, m3, "t3", "t3", ttl), p), m3, m3+"x"), node: 2},
-			do(withKeys(NewFenceWrite(m3, nil, "t3", p+640), m3, m3+"x")), raw("GET", m3+"x:fence"),
+			do(withKeys(acq(m2, "t2"), m2, m3)), do(withKeys(wire.NewOp(wire.OpExtend, m1, "t1", "", 2*ttl), m1, m2)),
+			do(withKeys(wire.NewOp(wire.OpExtend, m2, "t2", "", ttl), m2, m3)),
+			step{o: withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m3, "t3", "t3", ttl), p), m3, m3+"x"), node: 2},
+			do(withKeys(wire.NewFenceWrite(m3, nil, "t3", p+640), m3, m3+"x")), raw("GET", m3+"x:fence"),
 			do(withKeys(rel(m1, "t1", 0), m1, m2)), do(withKeys(rel(m1, "t1", 0), m1, m2)),
 			raw("SET", m1, "t9"), do(withKeys(rel(m3, "t3", 0), m1, m3, m3+"x")),
 		},
 		"multi-key and queues": {
 			do(queue(m1+"q", "c1.1", 100, false)), do(withKeys(acq(m1+"q", "t1"), m1+"q", m2+"q")), // sets do not queue
 			do(queue(m2+"q", "c2.1", 200, false)), do(withKeys(acq(m2+"q", "t2"), m2+"q", m3+"q")),
-			do(withKeys(NewOp(OpExtend, m1+"q", "t1", "", ttl), m1+"q", m2+"q", m3+"q")), // a key absent
-			do(withKeys(rel(m1+"q", "t1", 0), m1+"q", m2+"q")),                           // wakes c1.1 and c2.1
-			do(withKeys(withFence(NewOp(OpAcquireFenced, m1+"q", "t3", "t3", ttl), p), m1+"q", m2+"q")),
+			do(withKeys(wire.NewOp(wire.OpExtend, m1+"q", "t1", "", ttl), m1+"q", m2+"q", m3+"q")), // a key absent
+			do(withKeys(rel(m1+"q", "t1", 0), m1+"q", m2+"q")),                                     // wakes c1.1 and c2.1
+			do(withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m1+"q", "t3", "t3", ttl), p), m1+"q", m2+"q")),
 			raw("SET", m3+"f:fence", "x"),
-			wire{o: withKeys(withFence(NewOp(OpAcquireFenced, m3+"f", "t4", "t4", ttl), p), m3+"f", m3+"g"), node: 1},
+			step{o: withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m3+"f", "t4", "t4", ttl), p), m3+"f", m3+"g"), node: 1},
 		},
 		"read-write": {
-			do(withMode(acq(k("rw"), "r1"), ModeRead)), do(withMode(acq(k("rw"), "r1"), ModeRead)),
-			do(withMode(acq(k("rw"), "r2"), ModeRead)), do(withMode(acq(k("rw"), "w1"), ModeWrite)),
-			do(withPlace(withMode(acq(k("rw"), "w1"), ModeWrite), "cw.1", 100, lease)),
-			do(withMode(acq(k("rw"), "r3"), ModeRead)), // a writer waits first: refused
-			do(queue(k("rw"), "cw.1", 100, false)), do(NewOp(OpInspect, k("rw"), "", "", 0)),
-			do(withMode(NewOp(OpExtend, k("rw"), "r1", "", 2*ttl), ModeRead)),
-			do(withMode(NewOp(OpExtend, k("rw"), "r9", "", ttl), ModeRead)),
-			do(withMode(rel(k("rw"), "r1", 0), ModeRead)), do(withMode(rel(k("rw"), "r2", 0), ModeRead)), // the last wakes cw
-			do(withMode(rel(k("rw"), "r2", 0), ModeRead)),
-			do(withPlace(withMode(acq(k("rw"), "w1"), ModeWrite), "cw.1", 100, lease)),
-			do(withMode(acq(k("rw"), "r4"), ModeRead)), // the writer holds
-			do(withMode(rel(k("rw"), "w1", 0), ModeWrite)),
-			do(withMode(acq(k("rw"), "r5"), ModeRead)), do(withMode(rel(k("rw"), "r5", 2*time.Second), ModeRead)),
-			do(withMode(wireOp(fenced(k("rw"), "w2", p, 0)), ModeWrite)),
+			do(withMode(acq(k("rw"), "r1"), wire.ModeRead)), do(withMode(acq(k("rw"), "r1"), wire.ModeRead)),
+			do(withMode(acq(k("rw"), "r2"), wire.ModeRead)), do(withMode(acq(k("rw"), "w1"), wire.ModeWrite)),
+			do(withPlace(withMode(acq(k("rw"), "w1"), wire.ModeWrite), "cw.1", 100, lease)),
+			do(withMode(acq(k("rw"), "r3"), wire.ModeRead)), // a writer waits first: refused
+			do(queue(k("rw"), "cw.1", 100, false)), do(wire.NewOp(wire.OpInspect, k("rw"), "", "", 0)),
+			do(withMode(wire.NewOp(wire.OpExtend, k("rw"), "r1", "", 2*ttl), wire.ModeRead)),
+			do(withMode(wire.NewOp(wire.OpExtend, k("rw"), "r9", "", ttl), wire.ModeRead)),
+			do(withMode(rel(k("rw"), "r1", 0), wire.ModeRead)), do(withMode(rel(k("rw"), "r2", 0), wire.ModeRead)), // the last wakes cw
+			do(withMode(rel(k("rw"), "r2", 0), wire.ModeRead)),
+			do(withPlace(withMode(acq(k("rw"), "w1"), wire.ModeWrite), "cw.1", 100, lease)),
+			do(withMode(acq(k("rw"), "r4"), wire.ModeRead)), // the writer holds
+			do(withMode(rel(k("rw"), "w1", 0), wire.ModeWrite)),
+			do(withMode(acq(k("rw"), "r5"), wire.ModeRead)), do(withMode(rel(k("rw"), "r5", 2*time.Second), wire.ModeRead)),
+			do(withMode(wireOp(fenced(k("rw"), "w2", p, 0)), wire.ModeWrite)),
 		},
 	}
 }
 
-func wireOp(w wire) *Op { return w.o }
+func wireOp(w step) *wire.Op { return w.o }
 
 // TestConformance: the in-memory node answers every step of every
 // sequence as redis-server does, and publishes the same messages.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // Election is a leader election over the Client's nodes, by name: at most
@@ -229,8 +231,8 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		return Leader{}, err
 	}
 	q := c.quorum()
-	r := c.send(ctx, request{op: NewOp(OpInspect, e.rkey, "", "", 0), timeout: c.nodeTimeout(e.lc.ttl),
-		settled: func(rs []Result) bool { return leaderOf(rs, q).decided }})
+	r := c.send(ctx, request{op: wire.NewOp(wire.OpInspect, e.rkey, "", "", 0), timeout: c.nodeTimeout(e.lc.ttl),
+		settled: func(rs []wire.Result) bool { return leaderOf(rs, q).decided }})
 	r.finish(&c.bg, nil)
 	v := leaderOf(r.results, q)
 	switch {
@@ -260,21 +262,21 @@ type vote struct {
 
 // leaderOf reads inspect results rs (those not in yet are zero) with
 // quorum q.
-func leaderOf(rs []Result, q int) vote {
+func leaderOf(rs []wire.Result, q int) vote {
 	var v vote
 	pending := 0
 	for _, r := range rs {
 		switch {
 		case r.Undecided():
 			pending++
-		case r.Status == StatusAbsent:
+		case r.Status == wire.StatusAbsent:
 			v.answered++
-		case r.Status == StatusHeld:
+		case r.Status == wire.StatusHeld:
 			v.answered++
 			token, _, _ := strings.Cut(r.Value, "\x00")
 			n := 0
 			for _, o := range rs {
-				if o.Status == StatusHeld && strings.HasPrefix(o.Value, token) && (len(o.Value) == len(token) || o.Value[len(token)] == 0) {
+				if o.Status == wire.StatusHeld && strings.HasPrefix(o.Value, token) && (len(o.Value) == len(token) || o.Value[len(token)] == 0) {
 					n++
 				}
 			}

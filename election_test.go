@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,7 +23,7 @@ type cutNode struct {
 
 func (n cutNode) Start(c Call) {
 	if n.cut.Load() {
-		go c.To.Deliver(c.Index, Result{Err: errFakeDown})
+		go c.To.Deliver(c.Index, wire.Result{Err: errFakeDown})
 		return
 	}
 	n.fakeNode.Start(c)
@@ -315,8 +316,8 @@ func TestLeadAfterFailedAnnouncement(t *testing.T) {
 		e := testElection(t, newTestClient(t, fakes))
 		var proclaims atomic.Int32
 		for _, f := range fakes {
-			f.hold = func(o *Op) {
-				if o.Kind == OpProclaim && proclaims.Add(1) <= 3 {
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpProclaim && proclaims.Add(1) <= 3 {
 					f.del(o.Key) // the first announcement finds nothing
 				}
 			}

@@ -161,7 +161,7 @@ func (c *Client) quorumError(op, key string, nodes []node, r *round, already int
 		if res.OK() {
 			continue
 		}
-		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: res.reason()})
+		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: reason(res)})
 	}
 	return e
 }

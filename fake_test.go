@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/memnode"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // fakeNode is a node for tests: an in-memory Redis (internal/memnode) that
@@ -37,13 +38,13 @@ type fakeNode struct {
 	releaseErrs []error       // ctx.Err() seen by each release call
 	// variant, if set, may name another script source for an op: a mutant
 	// (see lenientWriteBack and sim_mutants_test.go); "" runs the op's own.
-	variant func(o *Op) string
+	variant func(o *wire.Op) string
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
-	hold func(o *Op)
+	hold func(o *wire.Op)
 	// ran, if set, is called after every op the node ran (not one it
 	// dropped or failed). Set it before the node is used.
-	ran func(o *Op)
+	ran func(o *wire.Op)
 
 	calls   atomic.Int32
 	extends atomic.Int32
@@ -111,7 +112,7 @@ func (n *fakeNode) startPaused(c Call, pause time.Duration, t turn) {
 // do runs op o on the node, as a stream would: its arguments as encoded
 // (EVALSHA, then EVAL on NOSCRIPT), its reply decoded, an acquire's
 // result carrying the node's run_id.
-func (n *fakeNode) do(ctx context.Context, c *Call, t turn) Result {
+func (n *fakeNode) do(ctx context.Context, c *Call, t turn) wire.Result {
 	if t.done != nil {
 		defer close(t.done)
 	}
@@ -120,22 +121,22 @@ func (n *fakeNode) do(ctx context.Context, c *Call, t turn) Result {
 		n.hold(o)
 	}
 	switch {
-	case IsAcquire(o.Kind):
+	case wire.IsAcquire(o.Kind):
 		n.mu.Lock()
 		gate := n.acqGate
 		n.mu.Unlock()
 		if gate != nil {
 			<-gate
 		}
-	case o.Kind == OpRelease:
+	case o.Kind == wire.OpRelease:
 		n.mu.Lock()
 		n.releaseErrs = append(n.releaseErrs, ctx.Err())
 		n.mu.Unlock()
-	case o.Kind == OpExtend:
+	case o.Kind == wire.OpExtend:
 		n.extends.Add(1)
 	}
 	if err := n.enter(); err != nil {
-		return Result{Err: err}
+		return wire.Result{Err: err}
 	}
 	if t.after != nil {
 		<-t.after
@@ -144,14 +145,14 @@ func (n *fakeNode) do(ctx context.Context, c *Call, t turn) Result {
 	// connection: a call that ended meanwhile (its context, unless
 	// detached, or its deadline) is dropped, not sent, as the stream drops it.
 	if c.Ended() {
-		return Result{Err: c.NotSent()}
+		return wire.Result{Err: c.NotSent()}
 	}
 	time.Sleep(t.lag) // sent: it runs, whatever becomes of its caller
 	n.mu.Lock()
 	amnesia, variant := n.amnesia, n.variant
 	n.mu.Unlock()
-	if amnesia && IsAcquire(o.Kind) {
-		n.mem.Do(append([]any{"DEL"}, o.lockKeys()...)...)
+	if amnesia && wire.IsAcquire(o.Kind) {
+		n.mem.Do(append([]any{"DEL"}, lockKeys(o)...)...)
 	}
 	args := o.Args(n.index)
 	if variant != nil {
@@ -160,7 +161,7 @@ func (n *fakeNode) do(ctx context.Context, c *Call, t turn) Result {
 		}
 	}
 	r := n.mem.Do(args...)
-	if e, ok := r.(memnode.Error); ok && IsNoScript(e) {
+	if e, ok := r.(memnode.Error); ok && wire.IsNoScript(e) {
 		r = n.mem.Do(o.EvalArgs(n.index)...)
 	}
 	if n.ran != nil {
@@ -175,15 +176,15 @@ func (n *fakeNode) do(ctx context.Context, c *Call, t turn) Result {
 	default:
 		cmd.SetVal(r)
 	}
-	res := Decode(o.Kind, cmd)
-	if IsAcquire(o.Kind) {
+	res := wire.Decode(o.Kind, cmd)
+	if wire.IsAcquire(o.Kind) {
 		res.RunID = n.mem.RunID()
 	}
 	return res
 }
 
 // lockKeys returns the op's lock keys, for amnesia.
-func (o *Op) lockKeys() []any {
+func lockKeys(o *wire.Op) []any {
 	if o.Keys == nil {
 		return []any{o.Key}
 	}
@@ -202,8 +203,8 @@ func slicesWith(s []any, i int, v any) []any {
 // lenientWriteBack is a variant (see fakeNode.variant): the fence
 // write-back as it was before 2026-11-23, acknowledged whatever token holds
 // the lock keys. The canary that shows why it must not be so runs it.
-func lenientWriteBack(o *Op) string {
-	if o.Kind == OpFenceWrite {
+func lenientWriteBack(o *wire.Op) string {
+	if o.Kind == wire.OpFenceWrite {
 		return lenientWriteBackSrc
 	}
 	return ""
@@ -212,7 +213,7 @@ func lenientWriteBack(o *Op) string {
 var lenientWriteBackSrc = strings.NewReplacer(
 	"ours = false", "ours = true",
 	"elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\\0' then\n\t\treturn -1\n", "",
-).Replace(fenceWriteSrc)
+).Replace((&wire.Op{Kind: wire.OpFenceWrite}).Source())
 
 // enter counts the call, waits for the gate and the node's delay, and
 // returns the injected error, if any.
@@ -284,8 +285,8 @@ func (n *fakeNode) del(keys ...string) {
 }
 
 // enqueue puts p in the wait queue of key, as a waiter's look does.
-func (n *fakeNode) enqueue(key string, p *Place) {
-	o := &Op{Kind: OpQueue, Key: key, Place: p}
+func (n *fakeNode) enqueue(key string, p *wire.Place) {
+	o := &wire.Op{Kind: wire.OpQueue, Key: key, Place: p}
 	o.Encode()
 	n.mem.Do(o.EvalArgs(n.index)...)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 func TestFencingGrows(t *testing.T) {
@@ -18,7 +20,7 @@ func TestFencingGrows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f := l.Fence(); f <= last || f >= MaxFence {
+		if f := l.Fence(); f <= last || f >= wire.MaxFence {
 			t.Fatalf("acquisition %d: fence %d after %d", i, f, last)
 		}
 		last = l.Fence()
@@ -112,8 +114,8 @@ func testFencingUnique(t *testing.T, lenient bool) {
 		}
 		b := &barrier{k: k}
 		barriers[i] = b
-		f.hold = func(o *Op) {
-			if o.Kind == OpAcquireFenced {
+		f.hold = func(o *wire.Op) {
+			if o.Kind == wire.OpAcquireFenced {
 				b.wait()
 			}
 		}
@@ -130,7 +132,7 @@ func testFencingUnique(t *testing.T, lenient bool) {
 	grants := 0
 	for round := 0; grants < want && round < 1000; round++ {
 		var wg sync.WaitGroup
-		proposal += k * FenceModulus
+		proposal += k * wire.FenceModulus
 		for _, c := range clients {
 			c.proposed.Store(proposal) // both Clients propose the same tokens
 		}
@@ -201,7 +203,7 @@ func TestFencingBadCounter(t *testing.T) {
 	for _, tc := range []struct{ name, value, want string }{
 		{"not a number", "hello", "not a whole number"},
 		{"negative", "-5", "not a whole number"},
-		{"near 2^53", fmt.Sprint(MaxFence - 2), "2^53"},
+		{"near 2^53", fmt.Sprint(wire.MaxFence - 2), "2^53"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fakes := newFakeNodes(3)
@@ -229,7 +231,7 @@ func TestFencingCountsAgainstValidity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		for _, f := range fakes { // above any proposal: the token needs the write-back
-			f.set("redlock:{k}:fence", fmt.Sprint(int64(MaxFence/2)), -1)
+			f.set("redlock:{k}:fence", fmt.Sprint(int64(wire.MaxFence/2)), -1)
 		}
 		fakes[0].delay = maxValidity * 6 / 10 // in the acquire and again in the write-back
 		fakes[2].setErr(errFakeDown)
@@ -245,7 +247,7 @@ func TestFencingCountsAgainstValidity(t *testing.T) {
 // kind k sent with token tok to node i wait for gates[{i, k, tok}].
 type gateKey struct {
 	node  int
-	kind  Kind
+	kind  wire.Kind
 	token string
 }
 
@@ -253,7 +255,7 @@ type gates map[gateKey]chan struct{}
 
 func (g gates) install(fakes []*fakeNode) {
 	for i, f := range fakes {
-		f.hold = func(o *Op) {
+		f.hold = func(o *wire.Op) {
 			if ch, ok := g[gateKey{i, o.Kind, o.Token}]; ok {
 				<-ch
 			}
@@ -261,7 +263,7 @@ func (g gates) install(fakes []*fakeNode) {
 	}
 }
 
-func (g gates) open(i int, k Kind, token string) {
+func (g gates) open(i int, k wire.Kind, token string) {
 	close(g[gateKey{i, k, token}])
 	synctest.Wait()
 }
@@ -308,12 +310,12 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 	}
 	g := gates{}
 	for _, i := range []int{0, 1, 4} {
-		g[gateKey{i, OpFenceWrite, "E"}] = make(chan struct{})
+		g[gateKey{i, wire.OpFenceWrite, "E"}] = make(chan struct{})
 	}
-	g[gateKey{0, OpAcquireFenced, "E"}] = make(chan struct{})
-	g[gateKey{4, OpAcquireFenced, "E"}] = make(chan struct{})
+	g[gateKey{0, wire.OpAcquireFenced, "E"}] = make(chan struct{})
+	g[gateKey{4, wire.OpAcquireFenced, "E"}] = make(chan struct{})
 	for _, i := range []int{1, 2, 3, 4} {
-		g[gateKey{i, OpAcquireFenced, "L"}] = make(chan struct{})
+		g[gateKey{i, wire.OpAcquireFenced, "L"}] = make(chan struct{})
 	}
 	g.install(fakes)
 	opts := []Option{WithFencing(), WithTTL(time.Minute), WithNodeTimeout(time.Hour)}
@@ -326,12 +328,12 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 	time.Sleep(time.Millisecond)
 	go func() { defer close(lDone); lLock, lErr = cl.TryLock(t.Context(), "k", WithToken("L")) }()
 	synctest.Wait() // L: granted on 0, with its proposal
-	g.open(0, OpFenceWrite, "E")
+	g.open(0, wire.OpFenceWrite, "E")
 	select {
 	case <-eDone: // the lenient write-back counted node 0
 	default:
-		g.open(1, OpFenceWrite, "E")
-		g.open(4, OpFenceWrite, "E")
+		g.open(1, wire.OpFenceWrite, "E")
+		g.open(4, wire.OpFenceWrite, "E")
 		<-eDone
 	}
 	if eErr != nil {
@@ -341,7 +343,7 @@ func writeBackSchedule(t *testing.T, lenient bool) (eFence, lFence uint64) {
 		t.Fatal(err)
 	}
 	for _, i := range []int{1, 4, 2, 3} {
-		g.open(i, OpAcquireFenced, "L")
+		g.open(i, wire.OpAcquireFenced, "L")
 	}
 	<-lDone
 	if lErr != nil {

@@ -49,57 +49,6 @@ func fuzzLockArgs(t *testing.T, key, meta, token string, ttl int64) {
 	}
 }
 
-// FuzzReplies: any reply a node might send decodes to a status or an error,
-// never a panic, and only the documented replies mean success.
-func FuzzReplies(f *testing.F) {
-	for _, r := range []int64{-1 << 63, -101, -1, 0, 1, 2, 3, 1 << 62} {
-		f.Add(r, true, "tok\x00meta", r)
-	}
-	f.Fuzz(func(t *testing.T, r int64, held bool, value string, pttl int64) {
-		if res := acquireReply(r, nil); res.OK() != (r == 1 || r == 2) || (res.Err != nil) != (r != 1 && r != 2) {
-			t.Fatalf("acquire reply %d: got %+v", r, res)
-		}
-		refusal := acquireReply([]any{r, value}, nil)
-		if refusal.OK() || (refusal.Err == nil) != (r <= 0) || (refusal.Err == nil && refusal.Value != value) {
-			t.Fatalf("acquire refusal {%d, %q}: got %+v", r, value, refusal)
-		}
-		for _, odd := range []any{nil, "x", []any{r}, []any{value, r}, []any{r, value, r}} {
-			if res := acquireReply(odd, nil); res.Err == nil {
-				t.Fatalf("acquire reply %v: got %+v, want an error", odd, res)
-			}
-		}
-		if res := ownerReply(r); res.OK() != (r == 1) || (res.Err != nil) != (r > 1 || r < -1) {
-			t.Fatalf("owner reply %d: got %+v", r, res)
-		}
-		// Fenced grants {1|2, fence}: only a fence in (0, 2^53) is a grant.
-		fenced := acquireReply([]any{int64(1), pttl}, nil)
-		if fenced.OK() != (pttl > 0 && pttl < MaxFence) || (fenced.OK() && fenced.Fence != pttl) {
-			t.Fatalf("fenced grant {1, %d}: got %+v", pttl, fenced)
-		}
-		// The old restart guard's wrapper {'runid', id, reply} is no reply
-		// any more: a node running old scripts is told apart.
-		if res := acquireReply([]any{"runid", value, r}, nil); res.Err == nil {
-			t.Fatalf("wrapped reply %d: got %+v, want an error", r, res)
-		}
-		if res := fenceWriteReply(r); res.OK() != (r == 1) || (res.Err == nil) != (r == 1 || r == -1) {
-			t.Fatalf("fence write-back reply %d: got %+v", r, res)
-		}
-		var v any
-		if held {
-			v = value
-		}
-		if res := inspectReply([]any{v, pttl, value}, nil); res.Err == nil && res.Fence < 0 {
-			t.Fatalf("inspect counter %q: got fence %d", value, res.Fence)
-		}
-		for _, reply := range [][]any{{v, pttl}, {v}, {v, value}, nil, {v, pttl, pttl}, {v, pttl, nil, r, value}, {v, pttl, value, value, r}} {
-			res := inspectReply(reply, nil)
-			if res.Err == nil && res.Status == StatusHeld && res.Value != value {
-				t.Fatalf("inspect %v: got %+v", reply, res)
-			}
-		}
-	})
-}
-
 // FuzzOptions: any client option values give a Client or an
 // ErrInvalidArgument, never a panic.
 func FuzzOptions(f *testing.F) {

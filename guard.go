@@ -3,6 +3,8 @@ package redlock
 import (
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // restartGuard is the Redlock spec's "delayed restart" rule, enforced by the
@@ -32,7 +34,7 @@ func newRestartGuard(period time.Duration, n int) *restartGuard {
 
 // check records node i's run_id from an acquire result and marks a grant
 // that must not count.
-func (g *restartGuard) check(i int, r Result) Result {
+func (g *restartGuard) check(i int, r wire.Result) wire.Result {
 	now := time.Now()
 	g.mu.Lock()
 	if id := r.RunID; id != "" && id != g.ids[i] {
@@ -43,7 +45,7 @@ func (g *restartGuard) check(i int, r Result) Result {
 	}
 	guarded := now.Before(g.until[i])
 	g.mu.Unlock()
-	if guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) {
+	if guarded && (r.Status == wire.StatusOK || r.Status == wire.StatusRefreshed) {
 		r.Guarded = true
 	}
 	return r

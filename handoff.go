@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // handoff is the Client's side of the wait queues (the nodes' side is in
@@ -55,19 +57,19 @@ type waitQueue struct {
 
 // waiter is one waiting Lock call.
 type waiter struct {
-	Place
+	wire.Place
 	rkey  string
-	wake  chan struct{}            // buffered: a wake is kept until the waiter looks
-	judge func(int, Result) Result // counts a poll's reply for, if w is first and the key free
+	wake  chan struct{}                      // buffered: a wake is kept until the waiter looks
+	judge func(int, wire.Result) wire.Result // counts a poll's reply for, if w is first and the key free
 }
 
 // judgeReply is a poll's judge: for if w is first and the key free,
 // otherwise against (the key held, or another waiter first).
-func (w *waiter) judgeReply(_ int, r Result) Result {
-	if r.Status == StatusAbsent { // the key is free
-		r.Status = StatusQueued
+func (w *waiter) judgeReply(_ int, r wire.Result) wire.Result {
+	if r.Status == wire.StatusAbsent { // the key is free
+		r.Status = wire.StatusQueued
 		if r.Head == w.ID {
-			r.Status = StatusOK
+			r.Status = wire.StatusOK
 		}
 	}
 	return r
@@ -139,7 +141,7 @@ func (h *handoff) join(rkey string) *waiter {
 	h.last = max(time.Now().UnixMicro(), h.last+1)
 	h.seq++
 	id := h.id + "." + strconv.Itoa(h.seq)
-	w := &waiter{Place: Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, rkey: rkey, wake: make(chan struct{}, 1)}
+	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, rkey: rkey, wake: make(chan struct{}, 1)}
 	w.judge = w.judgeReply
 	h.queue(rkey).waiters[w.ID] = w
 	return w
@@ -233,7 +235,7 @@ func (h *handoff) notice(_, payload string) {
 		// the key since, and their releases are news.
 		return
 	}
-	if token == ReadersLeft {
+	if token == wire.ReadersLeft {
 		// The last reader of a read-write lock left one node. Each node's
 		// last reader may be another, so no token gathers a majority:
 		// each such notice wakes the waiter named (an attempt that finds

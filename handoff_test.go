@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -168,7 +169,7 @@ func TestDeadWaiterBlocksOnlyItsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		for _, f := range fakes {
-			f.enqueue("redlock:{k}", &Place{ID: "dead.1", Ticket: 1, Lease: 300 * time.Millisecond})
+			f.enqueue("redlock:{k}", &wire.Place{ID: "dead.1", Ticket: 1, Lease: 300 * time.Millisecond})
 		}
 		var attempts atomic.Int32
 		c := newTestClient(t, fakes, WithObserver(func(e Event) {
@@ -265,7 +266,7 @@ func TestSplitVoteHandsOverInRounds(t *testing.T) {
 			fakes[i].delay = d
 			for j, token := range tokens {
 				if i != j { // node i grants tokens[i] first
-					g[gateKey{i, OpAcquire, token}] = make(chan struct{})
+					g[gateKey{i, wire.OpAcquire, token}] = make(chan struct{})
 				}
 			}
 		}
@@ -273,9 +274,9 @@ func TestSplitVoteHandsOverInRounds(t *testing.T) {
 		start := time.Now()
 		for i, token := range []string{"", "B", "C"} {
 			acquires := fakes[i].hold
-			fakes[i].hold = func(o *Op) {
+			fakes[i].hold = func(o *wire.Op) {
 				acquires(o)
-				if o.Kind == OpRelease && o.Token == token {
+				if o.Kind == wire.OpRelease && o.Token == token {
 					time.Sleep(3 * d / 2) // taken back after the looks
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // NodeState is what one node says about a key.
@@ -110,7 +112,7 @@ func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*K
 	}
 	reqs := make([]request, len(keys))
 	for j, k := range keys {
-		reqs[j] = request{op: NewOp(OpInspect, c.redisKey(k), "", "", 0), nodes: c.nodes, need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)}
+		reqs[j] = request{op: wire.NewOp(wire.OpInspect, c.redisKey(k), "", "", 0), nodes: c.nodes, need: len(c.nodes), timeout: c.nodeTimeout(c.cfg.lock.ttl)}
 	}
 	states := make([]*KeyState, len(keys))
 	for j, r := range fanOutAll(ctx, reqs) {
@@ -125,7 +127,7 @@ func (c *Client) keyState(r *round, token string) *KeyState {
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
 		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: res.Waiting, FirstWaiter: res.Head, Readers: res.Readers}
-		if res.Status == StatusHeld {
+		if res.Status == wire.StatusHeld {
 			var holder string
 			st.Held, st.TTL = true, res.PTTL
 			holder, st.Metadata, _ = strings.Cut(res.Value, "\x00")

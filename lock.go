@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // Lock is one acquisition of a lock: its holder's handle. It is safe for
@@ -131,7 +133,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	// as Unlock's releases are: a node whose extension was dropped because
 	// the caller cancelled ctx right after a majority answered would keep
 	// the old expiry, and the lock would survive one node fewer.
-	r := c.send(ctx, request{op: l.op(OpExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
+	r := c.send(ctx, request{op: l.op(wire.OpExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
 	end := time.Now()
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
@@ -198,7 +200,7 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 	if l.Validity() <= 0 {
 		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
 	}
-	o := NewOp(OpProclaim, l.rkey, l.token, EncodeValue(l.token, meta), 0)
+	o := wire.NewOp(wire.OpProclaim, l.rkey, l.token, wire.EncodeValue(l.token, meta), 0)
 	o.Fence = term
 	l.mu.Lock()
 	ttl := l.ttl
@@ -282,10 +284,10 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// Unlock returns (defer cancel()) would otherwise drop the releases
 	// still queued for the slower nodes, whose keys stayed until their TTL.
 	start := time.Now()
-	o := l.op(OpRelease, l.token, "", cooldown)
+	o := l.op(wire.OpRelease, l.token, "", cooldown)
 	o.Wake = c.hand.wakeArg
 	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
-	r.finish(&c.bg, func(j int, res Result) { l.onRelease(ctx, nodeIndex(idx, j), res) })
+	r.finish(&c.bg, func(j int, res wire.Result) { l.onRelease(ctx, nodeIndex(idx, j), res) })
 	for j, res := range r.results {
 		if res.Answered {
 			l.onRelease(ctx, nodeIndex(idx, j), res)
@@ -384,9 +386,9 @@ func (l *Lock) endedBy(r *round, idx []int) error {
 	for j, res := range r.results {
 		switch i := nodeIndex(idx, j); {
 		case !l.nodes[i].granted:
-		case res.Status == StatusHeld:
+		case res.Status == wire.StatusHeld:
 			return ErrTakenOver
-		case res.Status == StatusAbsent:
+		case res.Status == wire.StatusAbsent:
 			ended = ErrExpired
 		}
 	}
@@ -394,9 +396,9 @@ func (l *Lock) endedBy(r *round, idx []int) error {
 }
 
 // lateGrant handles an acquire reply that arrived after Lock returned.
-func (l *Lock) lateGrant(ctx context.Context, i int, res Result) {
+func (l *Lock) lateGrant(ctx context.Context, i int, res wire.Result) {
 	l.mu.Lock()
-	if res.Status == StatusOK || res.Status == StatusRefreshed {
+	if res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed {
 		l.nodes[i].granted, l.nodes[i].late = true, true
 	}
 	l.mu.Unlock()
@@ -404,10 +406,10 @@ func (l *Lock) lateGrant(ctx context.Context, i int, res Result) {
 }
 
 // onRelease records one node's answer to an Unlock, on time or late.
-func (l *Lock) onRelease(ctx context.Context, i int, res Result) {
+func (l *Lock) onRelease(ctx context.Context, i int, res wire.Result) {
 	l.mu.Lock()
 	st := &l.nodes[i]
-	if res.Status == StatusOK {
+	if res.Status == wire.StatusOK {
 		st.release = releaseDone
 	} else if st.release != releaseDone {
 		st.release = releaseMissed
@@ -451,19 +453,19 @@ func (l *Lock) isReleased() bool {
 
 // target is what a lock locks: one key, or the keys of a multi-key lock.
 type target struct {
-	key   string   // as given; a multi-key lock's keys joined by spaces
-	rkey  string   // the Redis key; a multi-key lock's first
-	keys  []string // a multi-key lock's keys as given; nil for one key
-	rkeys []string // a multi-key lock's Redis keys (sorted); nil for one key
-	mode  Mode     // a read-write lock's side (one key)
+	key   string    // as given; a multi-key lock's keys joined by spaces
+	rkey  string    // the Redis key; a multi-key lock's first
+	keys  []string  // a multi-key lock's keys as given; nil for one key
+	rkeys []string  // a multi-key lock's Redis keys (sorted); nil for one key
+	mode  wire.Mode // a read-write lock's side (one key)
 }
 
 // target is the target of a lock on one key.
 func (c *Client) target(key string) target { return target{key: key, rkey: c.redisKey(key)} }
 
 // op prepares an op of kind on the target's keys.
-func (t *target) op(kind Kind, token, value string, ttl time.Duration) *Op {
-	o := NewOp(kind, t.rkey, token, value, ttl)
+func (t *target) op(kind wire.Kind, token, value string, ttl time.Duration) *wire.Op {
+	o := wire.NewOp(kind, t.rkey, token, value, ttl)
 	o.Keys, o.Mode = t.rkeys, t.mode
 	return o
 }

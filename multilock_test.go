@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -178,8 +179,8 @@ func TestMultiLockFenceWriteBack(t *testing.T) {
 		c := newTestClient(t, fakes)
 		ctx := t.Context()
 		big := int64(1) << 50
-		fakes[0].set(FenceKey(c.redisKey("a")), fmt.Sprint(big), -1)
-		fakes[1].set(FenceKey(c.redisKey("b")), fmt.Sprint(big+1), -1)
+		fakes[0].set(wire.FenceKey(c.redisKey("a")), fmt.Sprint(big), -1)
+		fakes[1].set(wire.FenceKey(c.redisKey("b")), fmt.Sprint(big+1), -1)
 		m, err := c.MultiLock([]string{"a", "b"}, WithFencing())
 		require.NoError(t, err)
 		l, err := m.TryLock(ctx)
@@ -189,7 +190,7 @@ func TestMultiLockFenceWriteBack(t *testing.T) {
 		for i, f := range fakes {
 			n := 0
 			for _, k := range []string{"a", "b"} {
-				v, _ := f.value(FenceKey(c.redisKey(k)))
+				v, _ := f.value(wire.FenceKey(c.redisKey(k)))
 				if v == fmt.Sprint(l.Fence()) {
 					n++
 				}

@@ -2,15 +2,12 @@ package redlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // noRetry marks a command go-redis must not re-send by itself. A re-sent
@@ -21,61 +18,18 @@ type noRetry struct{ *redis.Cmd }
 
 func (noRetry) NoRetry() bool { return true }
 
-// Status is one node's answer to one operation.
-type Status int8
-
-const (
-	statusFailed    Status = iota // the node failed or did not answer; see result.err
-	StatusOK                      // acquire created the key; extend or release succeeded
-	StatusRefreshed               // acquire found our own token (re-entry) and refreshed it
-	StatusHeld                    // another token holds the key
-	StatusAbsent                  // extend or release found no key: it had expired
-	StatusQueued                  // acquire found the key free, but another waiter first in its queue
-)
-
-// Result is one node's outcome.
-type Result struct {
-	// Answered: the node's call returned within its round, with an answer
-	// or an error. A node not Answered yet when the round was decided has
-	// neither Answered nor err; one that missed the round's deadline has
-	// err and not Answered.
-	Answered bool
-	Status   Status
-	PTTL     time.Duration // statusHeld: holder's remaining TTL, −1 if none; statusQueued: the first waiter's lease left
-	Value    string        // statusHeld: the holder's token (acquire) or the key's value (inspect)
-	Fence    int64         // a fenced acquire's grant: the node's new fence counter
-	RunID    string        // acquire: the run_id of the server that answered, when known (see stream.prepare)
-	// Guarded: a grant from a node that restarted within the restart guard's
-	// period; it does not count towards a majority, but its key is ours.
-	Guarded bool
-	// Head: the first waiter in the key's queue, from a queue op, a
-	// refusal (statusQueued), a release or an inspect; its lease left is
-	// pttl when the key is free (statusQueued, or a queue op's
-	// statusAbsent).
-	Head    string
-	Waiting int   // inspect: the live places in the key's queue
-	Readers int   // inspect: the live readers of a read-write lock
-	Err     error // statusFailed only
-}
-
-func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) }
-
-// Undecided reports whether the node had not answered when its round was
-// decided: its reply is handled when it comes.
-func (r Result) Undecided() bool { return !r.Answered && r.Err == nil }
-
 // reason is why the node did not agree, for a NodeResult; nil if it did.
-func (r Result) reason() error {
+func reason(r wire.Result) error {
 	switch {
 	case r.OK():
 		return nil
 	case r.Guarded:
 		return ErrNodeRestarted
-	case r.Status == StatusHeld:
+	case r.Status == wire.StatusHeld:
 		return ErrHeld
-	case r.Status == StatusQueued:
+	case r.Status == wire.StatusQueued:
 		return ErrQueued
-	case r.Status == StatusAbsent:
+	case r.Status == wire.StatusAbsent:
 		return ErrNoKey
 	case r.Undecided():
 		return errUndecided
@@ -86,7 +40,7 @@ func (r Result) reason() error {
 // node is everything the library asks of one Redis master.
 type node interface {
 	// Start sends c.o to the node and returns at once; the node hands its
-	// result to c.r.deliver(c.i, ·) exactly once: when it answered, when
+	// result to c.To.Deliver(c.i, ·) exactly once: when it answered, when
 	// the call failed, or when the call ended before it could be sent.
 	Start(c Call)
 	Name() string
@@ -187,7 +141,7 @@ func (n *redisNode) StartAll(calls []Call) {
 func (n *redisNode) route(ctx context.Context, c Call) {
 	master, err := n.cluster.MasterForKey(ctx, c.Op.Key)
 	if err != nil {
-		c.To.Deliver(c.Index, Result{Err: err})
+		c.To.Deliver(c.Index, wire.Result{Err: err})
 		return
 	}
 	n.routed.Store(true) // the ClusterClient keeps a slot map from now on
@@ -245,187 +199,6 @@ func (n *redisNode) Watch(channel string, deliver func(channel, payload string),
 		mu.Unlock()
 		<-done
 	}
-}
-
-// Decode turns the reply to an op of kind k into a result.
-func Decode(k Kind, cmd *redis.Cmd) Result {
-	switch k {
-	case OpInspect:
-		return inspectReply(cmd.Slice())
-	case OpAcquire, OpAcquireFenced:
-		return acquireReply(cmd.Result())
-	case OpQueue:
-		return queueReply(cmd.Slice())
-	case OpRelease:
-		if reply, ok := cmd.Val().([]any); ok { // {1, head}
-			if len(reply) == 2 && reply[0] == int64(1) {
-				if head, ok := reply[1].(string); ok {
-					return Result{Status: StatusOK, Head: head}
-				}
-			}
-			return Result{Err: fmt.Errorf("unexpected release reply %v", reply)}
-		}
-	}
-	r, err := cmd.Int64()
-	if err != nil {
-		return Result{Err: err}
-	}
-	if k == OpFenceWrite {
-		return fenceWriteReply(r)
-	}
-	return ownerReply(r)
-}
-
-// ErrLargerFence: a fence write-back found a larger token: a later holder
-// has been handed one.
-var ErrLargerFence = errors.New("redlock: a larger fencing token exists")
-
-func fenceWriteReply(r int64) Result {
-	switch r {
-	case 1:
-		return Result{Status: StatusOK}
-	case 0:
-		return Result{Err: ErrLargerFence}
-	case -1:
-		return Result{Status: StatusHeld}
-	}
-	return Result{Err: fmt.Errorf("unexpected fence write-back reply %d", r)}
-}
-
-func acquireReply(reply any, err error) Result {
-	if err != nil {
-		return Result{Err: err}
-	}
-	switch r := reply.(type) {
-	case int64:
-		switch r {
-		case 1:
-			return Result{Status: StatusOK}
-		case 2:
-			return Result{Status: StatusRefreshed}
-		}
-	case []any:
-		if len(r) == 3 { // the queue's refusal: {−(head's lease left + 1), '', head}
-			code, _ := r[0].(int64)
-			head, _ := r[2].(string)
-			if code < 0 && head != "" {
-				return Result{Status: StatusQueued, Head: head, PTTL: time.Duration(-code-1) * time.Millisecond}
-			}
-			break
-		}
-		if len(r) != 2 {
-			break
-		}
-		code, ok := r[0].(int64)
-		if !ok {
-			break
-		}
-		switch second := r[1].(type) {
-		case int64: // fenced grant: {1 or 2, fence}
-			switch {
-			case second <= 0 || second >= MaxFence:
-			case code == 1:
-				return Result{Status: StatusOK, Fence: second}
-			case code == 2:
-				return Result{Status: StatusRefreshed, Fence: second}
-			}
-		case string: // refusal: {−(PTTL+1), holder}
-			switch {
-			case code == 0:
-				return Result{Status: StatusHeld, PTTL: -1, Value: second}
-			case code < 0:
-				return Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: second}
-			}
-		}
-	}
-	return Result{Err: fmt.Errorf("unexpected acquire reply %v", reply)}
-}
-
-// queueReply decodes a queue op's {head or "", head's lease left ms, key's
-// PTTL (−2: no key)}: statusAbsent (the key is free) with the head and its
-// lease left as pttl, or statusHeld with the head and the key's PTTL (−1
-// when it has none). The poll's judge decides what counts.
-func queueReply(reply []any, err error) Result {
-	if err != nil {
-		return Result{Err: err}
-	}
-	if len(reply) == 3 {
-		head, ok1 := reply[0].(string)
-		left, ok2 := reply[1].(int64)
-		pttl, ok3 := reply[2].(int64)
-		if ok1 && ok2 && ok3 {
-			switch {
-			case pttl == -2:
-				return Result{Status: StatusAbsent, Head: head, PTTL: time.Duration(left) * time.Millisecond}
-			case pttl < 0:
-				return Result{Status: StatusHeld, Head: head, PTTL: -1}
-			}
-			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond}
-		}
-	}
-	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}
-}
-
-// ownerReply decodes the 1 / 0 / −1 replies of extend and release.
-func ownerReply(r int64) Result {
-	switch r {
-	case 1:
-		return Result{Status: StatusOK}
-	case 0:
-		return Result{Status: StatusAbsent}
-	case -1:
-		return Result{Status: StatusHeld}
-	}
-	return Result{Err: fmt.Errorf("unexpected reply %d", r)}
-}
-
-func inspectReply(reply []any, err error) Result {
-	if err != nil {
-		return Result{Err: err}
-	}
-	if len(reply) < 2 || len(reply) > 6 { // nils may end the array
-		return Result{Err: fmt.Errorf("unexpected inspect reply %v", reply)}
-	}
-	pttl, ok := reply[1].(int64)
-	if !ok {
-		return Result{Err: fmt.Errorf("unexpected inspect reply %v", reply)}
-	}
-	var fence int64
-	if len(reply) >= 3 {
-		if s, ok := reply[2].(string); ok {
-			if fence, err = strconv.ParseInt(s, 10, 64); err != nil {
-				return Result{Err: fmt.Errorf("fence counter %q is not a number", s)}
-			}
-		}
-	}
-	res := Result{Status: StatusAbsent, Fence: fence}
-	if len(reply) >= 4 {
-		n, _ := reply[3].(int64)
-		res.Waiting = int(n)
-	}
-	if len(reply) >= 5 {
-		res.Head, _ = reply[4].(string)
-	}
-	if len(reply) == 6 {
-		n, _ := reply[5].(int64)
-		res.Readers = int(n)
-	}
-	if value, held := reply[0].(string); held {
-		res.Status, res.Value, res.PTTL = StatusHeld, value, time.Duration(pttl)*time.Millisecond
-		if pttl < 0 {
-			res.PTTL = -1
-		}
-	}
-	return res
-}
-
-// EncodeValue is the key's value for a holder: the token, then NUL and the
-// metadata when there is any.
-func EncodeValue(token, metadata string) string {
-	if metadata == "" {
-		return token
-	}
-	return token + "\x00" + metadata
 }
 
 // permanent reports whether a node's error is one that waiting cannot cure,

@@ -5,43 +5,44 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // TestEncode pins each script's wire arguments, built in one place
-// (op.encode) from the op's fields, to the KEYS and ARGV layout the scripts
+// (Op.Encode) from the op's fields, to the KEYS and ARGV layout the scripts
 // document.
 func TestEncode(t *testing.T) {
-	sha := func(k Kind) any { return scripts[k].sha }
-	quiet := NewOp(OpRelease, "K", "tok", "", 0)
-	release := NewOp(OpRelease, "K", "tok", "", 0)
+	sha := func(k wire.Kind) any { return (&wire.Op{Kind: k}).SHA() }
+	quiet := wire.NewOp(wire.OpRelease, "K", "tok", "", 0)
+	release := wire.NewOp(wire.OpRelease, "K", "tok", "", 0)
 	release.Wake = "redlock:wake:"
-	cooldown := NewOp(OpRelease, "K", "tok", "", time.Minute)
+	cooldown := wire.NewOp(wire.OpRelease, "K", "tok", "", time.Minute)
 	cooldown.Wake = "redlock:wake:"
-	p := &Place{ID: "W", Ticket: 1795000000000001, Lease: time.Second}
-	queued := NewOp(OpAcquire, "K", "tok", "tok", time.Second)
+	p := &wire.Place{ID: "W", Ticket: 1795000000000001, Lease: time.Second}
+	queued := wire.NewOp(wire.OpAcquire, "K", "tok", "tok", time.Second)
 	queued.Place = p
-	join := &Op{Kind: OpQueue, Key: "K", Place: p, Wake: "redlock:wake:"}
-	leave := &Op{Kind: OpQueue, Key: "K", Place: p, Quiet: true, Wake: "redlock:wake:"}
+	join := &wire.Op{Kind: wire.OpQueue, Key: "K", Place: p, Wake: "redlock:wake:"}
+	leave := &wire.Op{Kind: wire.OpQueue, Key: "K", Place: p, Quiet: true, Wake: "redlock:wake:"}
 	for _, tc := range []struct {
 		name string
-		o    *Op
+		o    *wire.Op
 		node int
 		want []any
 	}{
-		{"acquire", NewOp(OpAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(OpAcquire), 1, "K", "tok", "tok", int64(1000)}},
-		{"acquire, queued", queued, 0, []any{"evalsha", sha(OpAcquire), 1, "K", "tok", "tok", int64(1000), "W", int64(1795000000000001), int64(1000)}},
-		{"queue: join or refresh", join, 0, []any{"evalsha", sha(OpQueue), 1, "K", "W", int64(1795000000000001), int64(1000), "redlock:wake:"}},
-		{"queue: leave", leave, 0, []any{"evalsha", sha(OpQueue), 1, "K", "W", 0, int64(1000), "redlock:wake:"}},
-		{"acquire with metadata", NewOp(OpAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(OpAcquire), 1, "K", "tok", "tok\x00meta", int64(1500)}},
-		{"extend", NewOp(OpExtend, "K", "tok", "", 2*time.Second), 0, []any{"evalsha", sha(OpExtend), 1, "K", "tok", int64(2000)}},
-		{"release", release, 0, []any{"evalsha", sha(OpRelease), 1, "K", "tok", int64(0), "redlock:wake:"}},
-		{"release, quiet", quiet, 0, []any{"evalsha", sha(OpRelease), 1, "K", "tok", int64(0), ""}},
-		{"release with cooldown", cooldown, 0, []any{"evalsha", sha(OpRelease), 1, "K", "tok", int64(60000), "redlock:wake:"}},
-		{"inspect", NewOp(OpInspect, "K", "", "", 0), 0, []any{"evalsha", sha(OpInspect), 2, "K", "K:fence"}},
-		{"acquire fenced, node 3", NewOp(OpAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(OpAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, FenceModulus, int64(0)}},
-		{"fence write-back", NewFenceWrite("K", nil, "tok", 42), 0, []any{"evalsha", sha(OpFenceWrite), 1, "K", int64(42), "tok"}},
+		{"acquire", wire.NewOp(wire.OpAcquire, "K", "tok", "tok", time.Second), 0, []any{"evalsha", sha(wire.OpAcquire), 1, "K", "tok", "tok", int64(1000)}},
+		{"acquire, queued", queued, 0, []any{"evalsha", sha(wire.OpAcquire), 1, "K", "tok", "tok", int64(1000), "W", int64(1795000000000001), int64(1000)}},
+		{"queue: join or refresh", join, 0, []any{"evalsha", sha(wire.OpQueue), 1, "K", "W", int64(1795000000000001), int64(1000), "redlock:wake:"}},
+		{"queue: leave", leave, 0, []any{"evalsha", sha(wire.OpQueue), 1, "K", "W", 0, int64(1000), "redlock:wake:"}},
+		{"acquire with metadata", wire.NewOp(wire.OpAcquire, "K", "tok", "tok\x00meta", 1500*time.Millisecond), 0, []any{"evalsha", sha(wire.OpAcquire), 1, "K", "tok", "tok\x00meta", int64(1500)}},
+		{"extend", wire.NewOp(wire.OpExtend, "K", "tok", "", 2*time.Second), 0, []any{"evalsha", sha(wire.OpExtend), 1, "K", "tok", int64(2000)}},
+		{"release", release, 0, []any{"evalsha", sha(wire.OpRelease), 1, "K", "tok", int64(0), "redlock:wake:"}},
+		{"release, quiet", quiet, 0, []any{"evalsha", sha(wire.OpRelease), 1, "K", "tok", int64(0), ""}},
+		{"release with cooldown", cooldown, 0, []any{"evalsha", sha(wire.OpRelease), 1, "K", "tok", int64(60000), "redlock:wake:"}},
+		{"inspect", wire.NewOp(wire.OpInspect, "K", "", "", 0), 0, []any{"evalsha", sha(wire.OpInspect), 2, "K", "K:fence"}},
+		{"acquire fenced, node 3", wire.NewOp(wire.OpAcquireFenced, "K", "tok", "tok", time.Second), 3, []any{"evalsha", sha(wire.OpAcquireFenced), 2, "K", "K:fence", "tok", "tok", int64(1000), 3, wire.FenceModulus, int64(0)}},
+		{"fence write-back", wire.NewFenceWrite("K", nil, "tok", 42), 0, []any{"evalsha", sha(wire.OpFenceWrite), 1, "K", int64(42), "tok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.o.Encode()

@@ -79,7 +79,7 @@ func (c *Client) emit(e Event) {
 func nodeResults(nodes []node, r *round) []NodeResult {
 	rs := make([]NodeResult, len(nodes))
 	for i, res := range r.results {
-		rs[i] = NodeResult{Node: nodes[i].Name(), Err: res.reason()}
+		rs[i] = NodeResult{Node: nodes[i].Name(), Err: reason(res)}
 		if r.latency != nil {
 			rs[i].Latency = r.latency[i]
 		}

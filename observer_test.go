@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -147,8 +148,8 @@ func TestEventAttemptCountsAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		var looks atomic.Int32
-		fakes[0].hold = func(o *Op) {
-			if o.Kind == OpQueue && !o.Quiet {
+		fakes[0].hold = func(o *wire.Op) {
+			if o.Kind == wire.OpQueue && !o.Quiet {
 				looks.Add(1)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // quorum is the number of nodes that make a majority of n.
@@ -30,25 +32,25 @@ func (t tally) decided() bool { return t.won() || t.lost() }
 // reply is one node's result, tagged with the node's index.
 type reply struct {
 	i int
-	r Result
+	r wire.Result
 }
 
 // request is one round to send: an op, the nodes to send it to, and when
 // the round is decided.
 type request struct {
-	op      *Op
+	op      *wire.Op
 	nodes   []node
 	need    int              // agreements that make the round a success
 	timeout time.Duration    // bounds every node's call
 	stop    func(tally) bool // decides the round before every node answered; nil waits for all
 	// settled, if set, also decides the round early, from the replies so
 	// far (by node index; those not in yet are zero).
-	settled func(results []Result) bool
+	settled func(results []wire.Result) bool
 	// judge, if set, sees each reply before it is counted, and may return
 	// it marked as a grant that does not count (the restart guard does). It
 	// takes and returns a value: a pointer through a function value would
 	// move every reply to the heap.
-	judge func(i int, r Result) Result
+	judge func(i int, r wire.Result) wire.Result
 	timed bool // record each reply's latency, for observers
 	// detach sends the calls whatever becomes of ctx (each still ends at
 	// the node timeout): the round returns when ctx ends, but its calls go
@@ -67,20 +69,20 @@ func (req request) detached() bool { return req.detach && !mutated(mutCallsAttac
 // not the client honours context deadlines (go-redis ignores them on reads
 // unless ContextTimeoutEnabled is set).
 type round struct {
-	results []Result        // by node index: in buf when it fits
-	buf     [5]Result       // the results of a round over up to 5 nodes, in the round's own allocation
+	results []wire.Result   // by node index: in buf when it fits
+	buf     [5]wire.Result  // the results of a round over up to 5 nodes, in the round's own allocation
 	latency []time.Duration // by node index, when timed: from the start of the round to the reply
 	tally   tally
 	pending int // calls still running when fanOut returned
 	replies chan reply
-	judge   func(i int, r Result) Result // request.judge
+	judge   func(i int, r wire.Result) wire.Result // request.judge
 }
 
 // Deliver is how node i hands over its result, exactly once, from whatever
 // goroutine it answers on. It never blocks.
-func (r *round) Deliver(i int, res Result) {
+func (r *round) Deliver(i int, res wire.Result) {
 	res.Answered = true
-	if res.Status == statusFailed && res.Err == nil {
+	if res.Status == wire.StatusFailed && res.Err == nil {
 		res.Err = errNoResult
 	}
 	if r.judge != nil {
@@ -168,7 +170,7 @@ func newRound(req request) *round {
 	if n <= len(r.buf) {
 		r.results = r.buf[:n]
 	} else {
-		r.results = make([]Result, n)
+		r.results = make([]wire.Result, n)
 	}
 	if req.timed {
 		r.latency = make([]time.Duration, n)
@@ -229,7 +231,7 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 	}
 	for i := range r.results {
 		if !r.results[i].Answered {
-			r.results[i] = Result{Err: err}
+			r.results[i] = wire.Result{Err: err}
 			r.tally.against++
 		}
 	}
@@ -238,7 +240,7 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 // finish hands the replies of calls still running to late, in a goroutine
 // tracked by wg, and releases the round's resources once every call has
 // returned. late may be nil.
-func (r *round) finish(wg *Background, late func(i int, res Result)) {
+func (r *round) finish(wg *Background, late func(i int, res wire.Result)) {
 	if r.pending == 0 {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
@@ -180,16 +181,16 @@ func TestNodeTimeout(t *testing.T) {
 // per node under errgroup, each call bounded by the node timeout, and the
 // outcome counted once every node has answered. It lives here only for
 // BenchmarkFanOut, beside the library's fanOut (docs/design.md, "Fan-out").
-func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *Op) tally {
+func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Duration, o *wire.Op) tally {
 	o.Encode()
-	results := make([]Result, len(nodes))
+	results := make([]wire.Result, len(nodes))
 	var g errgroup.Group
 	for i, n := range nodes {
 		g.Go(func() error {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			results[i] = n.(interface {
-				do(context.Context, *Op) Result
+				do(context.Context, *wire.Op) wire.Result
 			}).do(cctx, o)
 			return nil
 		})
@@ -210,7 +211,10 @@ func errgroupFanOut(ctx context.Context, nodes []node, need int, timeout time.Du
 // server behind a go-redis client with ContextTimeoutEnabled.
 type hungNode struct{}
 
-func (hungNode) do(ctx context.Context, _ *Op) Result { <-ctx.Done(); return Result{Err: ctx.Err()} }
+func (hungNode) do(ctx context.Context, _ *wire.Op) wire.Result {
+	<-ctx.Done()
+	return wire.Result{Err: ctx.Err()}
+}
 func (h hungNode) Start(c Call) {
 	go func() {
 		ctx, cancel := context.WithDeadline(c.Ctx, c.Deadline)
@@ -234,8 +238,10 @@ type instantNode struct{ id string }
 func (n instantNode) Start(c Call) { go c.To.Deliver(c.Index, n.do(c.Ctx, c.Op)) }
 
 // do answers at once, for the errgroup fan-out that calls nodes directly.
-func (instantNode) do(context.Context, *Op) Result { return Result{Status: StatusOK} }
-func (n instantNode) Name() string                 { return n.id }
+func (instantNode) do(context.Context, *wire.Op) wire.Result {
+	return wire.Result{Status: wire.StatusOK}
+}
+func (n instantNode) Name() string { return n.id }
 func (instantNode) Watch(_ string, _ func(string, string), ready func()) func() {
 	ready()
 	return func() {}
@@ -280,8 +286,8 @@ func BenchmarkFanOut(b *testing.B) {
 				failed := 0
 				b.ReportAllocs()
 				for b.Loop() {
-					acq := NewOp(OpAcquire, "redlock:{k}", "tok", "tok", time.Minute)
-					rel := NewOp(OpRelease, "redlock:{k}", "tok", "", 0)
+					acq := wire.NewOp(wire.OpAcquire, "redlock:{k}", "tok", "tok", time.Minute)
+					rel := wire.NewOp(wire.OpRelease, "redlock:{k}", "tok", "", 0)
 					start := time.Now()
 					var won bool
 					if design == "library" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/wire"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -26,7 +27,7 @@ type Client struct {
 	// proposed is the last fence proposed (propose): proposals are ≡ 63
 	// (mod 64) and grow.
 	proposed atomic.Int64
-	judge    func(int, Result) Result // guard.check, bound once; nil when off
+	judge    func(int, wire.Result) wire.Result // guard.check, bound once; nil when off
 
 	mu     sync.Mutex
 	held   map[*Lock]struct{} // locks not yet released, for Close
@@ -79,8 +80,8 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 		return nil, invalid("%d clients: Redlock needs at least 3 to tolerate a failure (WithAnyNodeCount allows fewer)", n)
 	case !cfg.anyCount && n%2 == 0:
 		return nil, invalid("%d clients: an even count tolerates no more failures than %d (WithAnyNodeCount allows it)", n, n-1)
-	case n >= FenceModulus:
-		return nil, invalid("%d clients: at most %d", n, FenceModulus-1)
+	case n >= wire.FenceModulus:
+		return nil, invalid("%d clients: at most %d", n, wire.FenceModulus-1)
 	}
 	if !cfg.guardSet {
 		cfg.guard = cfg.lock.ttl
@@ -160,7 +161,7 @@ func (c *Client) track(l *Lock) error {
 		return err
 	}
 	c.held[l] = struct{}{}
-	if l.rkeys == nil && l.mode != ModeRead { // a reader does not hold the key
+	if l.rkeys == nil && l.mode != wire.ModeRead { // a reader does not hold the key
 		c.hand.acquired(l.rkey, l)
 	}
 	for _, k := range l.rkeys {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -33,7 +34,7 @@ func lockAll(t *testing.T, c *Client, key string, opts ...Option) *Lock {
 }
 
 func TestNew(t *testing.T) {
-	many := make([]redis.UniversalClient, FenceModulus)
+	many := make([]redis.UniversalClient, wire.FenceModulus)
 	for i := range many {
 		cl := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
 		t.Cleanup(func() { cl.Close() })

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // RetryStrategy decides whether [Client.Lock] tries again after a failed
@@ -111,9 +113,9 @@ func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Durati
 	for _, res := range r.results {
 		switch {
 		case res.Guarded: // a restarted node's grant: as good as no answer
-		case res.Status == StatusOK, res.Status == StatusRefreshed, res.Status == StatusAbsent:
+		case res.Status == wire.StatusOK, res.Status == wire.StatusRefreshed, res.Status == wire.StatusAbsent:
 			answered++
-		case res.Status == StatusHeld:
+		case res.Status == wire.StatusHeld:
 			answered++
 			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value })
 			if i < 0 {

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -50,13 +51,13 @@ type tryTimes struct {
 }
 
 func (a *tryTimes) watch(n *fakeNode) {
-	n.hold = func(o *Op) {
+	n.hold = func(o *wire.Op) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		switch {
-		case o.Kind == OpAcquire:
+		case o.Kind == wire.OpAcquire:
 			a.acquires++
-		case o.Kind != OpQueue || o.Quiet:
+		case o.Kind != wire.OpQueue || o.Quiet:
 			return
 		}
 		if now := time.Now(); len(a.start) == 0 || !now.Equal(a.start[len(a.start)-1]) {

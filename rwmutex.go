@@ -1,6 +1,10 @@
 package redlock
 
-import "context"
+import (
+	"context"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
 
 // RWMutex is a read-write lock over the Client's nodes: many readers at
 // once, or one writer. A writer is granted by a node only where no reader
@@ -44,9 +48,9 @@ func (c *Client) RWMutex(name string, opts ...Option) (*RWMutex, error) {
 		return nil, err
 	}
 	m := &RWMutex{c: c, name: name, lc: lc, w: c.target(key)}
-	m.w.mode = ModeWrite
+	m.w.mode = wire.ModeWrite
 	m.r = m.w
-	m.r.mode = ModeRead
+	m.r.mode = wire.ModeRead
 	return m, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // The simulator's faults: what happens to nodes and Clients, and when.
@@ -30,7 +32,7 @@ type simLast struct {
 
 func (n simLink) Start(c Call) {
 	if n.cut.Load() {
-		go c.To.Deliver(c.Index, Result{Err: errFakeDown})
+		go c.To.Deliver(c.Index, wire.Result{Err: errFakeDown})
 		return
 	}
 	n.last.mu.Lock()

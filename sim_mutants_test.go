@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // mutant is a deliberate bug the simulator must catch, applied by the test
@@ -43,8 +45,8 @@ func scriptMutant(name, src string, replacements ...string) mutant {
 		mutated = strings.Replace(mutated, replacements[i], replacements[i+1], 1)
 	}
 	return mutant{name: name, node: func(f *fakeNode) {
-		f.variant = func(o *Op) string {
-			if o.script().src.(string) == src {
+		f.variant = func(o *wire.Op) string {
+			if o.Source() == src {
 				return mutated
 			}
 			return ""
@@ -58,8 +60,8 @@ func everyScript(name, old, new string) mutant {
 	var mu sync.Mutex
 	mutated := map[string]string{}
 	return mutant{name: name, node: func(f *fakeNode) {
-		f.variant = func(o *Op) string {
-			src := o.script().src.(string)
+		f.variant = func(o *wire.Op) string {
+			src := o.Source()
 			mu.Lock()
 			defer mu.Unlock()
 			m, ok := mutated[src]
@@ -77,7 +79,7 @@ func everyScript(name, old, new string) mutant {
 func init() {
 	// A mutant that mutates nothing would be caught by nothing, and pass
 	// for a gap in the simulator.
-	if !strings.Contains(gateLua, queueGate) {
+	if !strings.Contains((&wire.Op{Kind: wire.OpAcquire}).Source(), queueGate) {
 		panic("mutants: the queue gate is not in gateLua")
 	}
 }
@@ -110,17 +112,17 @@ var mutants = []mutant{
 	everyScript("the queue gate skipped: a free key goes to whoever asks", queueGate, "if h and h ~= id then return nil end"),
 	// Liveness, not safety: waiters of other Clients wait for their timers.
 	everyScript("release notices never published", "redis.call('PUBLISH', prefix .. client, ", "local _ = tostring("),
-	scriptMutant("release without its token check: deletes whoever holds the key", releaseSrc, tokenCheck, ""),
-	scriptMutant("a cooldown ignored: the release deletes the key at once", releaseSrc, "if ARGV[2] ~= '0' then", "if false then"),
-	scriptMutant("extend re-creates an expired key", extendSrc,
+	scriptMutant("release without its token check: deletes whoever holds the key", (&wire.Op{Kind: wire.OpRelease}).Source(), tokenCheck, ""),
+	scriptMutant("a cooldown ignored: the release deletes the key at once", (&wire.Op{Kind: wire.OpRelease}).Source(), "if ARGV[2] ~= '0' then", "if false then"),
+	scriptMutant("extend re-creates an expired key", (&wire.Op{Kind: wire.OpExtend}).Source(),
 		"if not v then return 0 end", "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"),
-	scriptMutant("acquire takes a held key", acquireSrc,
+	scriptMutant("acquire takes a held key", (&wire.Op{Kind: wire.OpAcquire}).Source(),
 		"local v = redis.call('GET', KEYS[1])", "local v = false"),
-	scriptMutant("fenced acquire hands out the counter unchanged", acquireFencedSrc,
+	scriptMutant("fenced acquire hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
-	scriptMutant("a set is granted where only its last key is free", acquireMultiSrc,
+	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Keys: []string{}}).Source(),
 		"local refused, again = free()", "local refused, again = nil, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
-	scriptMutant("a reader is admitted beside a writer", readAcquireSrc,
+	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
 		"local v = redis.call('GET', KEYS[1])\nif v then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }
 

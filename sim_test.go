@@ -13,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // The seeded simulator: each seed builds a run from a random source of its
@@ -278,13 +280,13 @@ func (s *simRun) setUpNodes(rng *rand.Rand) {
 }
 
 // ran notes, for node i, the tokens its acquires and releases ran for.
-func (s *simRun) ran(i int) func(*Op) {
-	return func(o *Op) {
+func (s *simRun) ran(i int) func(*wire.Op) {
+	return func(o *wire.Op) {
 		bit := uint8(0)
 		switch {
-		case IsAcquire(o.Kind):
+		case wire.IsAcquire(o.Kind):
 			bit = 1
-		case o.Kind == OpRelease:
+		case o.Kind == wire.OpRelease:
 			bit = 2
 		default:
 			return
@@ -311,7 +313,7 @@ func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 		t.Fatal(err)
 	}
 	if rng.IntN(2) == 0 { // a process whose clock runs ahead proposes larger fencing tokens
-		c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*FenceModulus)
+		c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*wire.FenceModulus)
 	}
 	s.logf("client %d: waiter IDs %s.N", i, c.hand.id)
 	s.cuts, s.pauses = append(s.cuts, cut), append(s.pauses, pause)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // This file is one node's command stream: how the scripts of node.go leave
@@ -27,7 +28,7 @@ import (
 // deadline passed while it was queued (behind a node that hangs), or whose
 // context ended unless the call is detached (acquire, extend and release
 // calls are: see request.detach), is dropped, not sent: it is answered
-// with errNotSent and can have left nothing on the node.
+// with ErrNotSent and can have left nothing on the node.
 
 // streamIdle is how long an idle writer waits for more calls before it
 // ends (and gives its connection back to the go-redis pool). A writer
@@ -54,7 +55,7 @@ var ErrNotSent = errors.New("not sent")
 type Call struct {
 	Ctx      context.Context
 	Deadline time.Time
-	Op       *Op
+	Op       *wire.Op
 	Index    int
 	To       *round
 	Detached bool
@@ -134,7 +135,7 @@ func (s *stream) enqueue(calls ...Call) {
 	s.running = true
 	s.mu.Unlock()
 	for i := range ended {
-		ended[i].To.Deliver(ended[i].Index, Result{Err: ended[i].NotSent()})
+		ended[i].To.Deliver(ended[i].Index, wire.Result{Err: ended[i].NotSent()})
 	}
 	if start {
 		s.wg.Add(1)
@@ -271,11 +272,11 @@ func (s *stream) send(batch []Call) {
 			err = c.NotSent()
 		case connErr != nil:
 			err = connErr
-		case guardErr != nil && IsAcquire(c.Op.Kind):
+		case guardErr != nil && wire.IsAcquire(c.Op.Kind):
 			err = guardErr // not sent: the node cannot be guarded
 		}
 		if err != nil {
-			c.To.Deliver(c.Index, Result{Err: err})
+			c.To.Deliver(c.Index, wire.Result{Err: err})
 			continue
 		}
 		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
@@ -290,11 +291,11 @@ func (s *stream) send(batch []Call) {
 		if cmd == nil {
 			continue
 		}
-		if err := cmd.Err(); err != nil && !IsReply(err) {
+		if err := cmd.Err(); err != nil && !wire.IsReply(err) {
 			broken = true
 		}
-		res := Decode(c.Op.Kind, cmd)
-		if IsAcquire(c.Op.Kind) {
+		res := wire.Decode(c.Op.Kind, cmd)
+		if wire.IsAcquire(c.Op.Kind) {
 			res.RunID = s.runID
 		}
 		c.To.Deliver(c.Index, res)
@@ -372,7 +373,7 @@ func (s *stream) prepare(ctx context.Context, batch []Call) (connErr, guardErr e
 		s.conn, s.connAt = cl.Conn(), time.Now()
 		s.pipe = s.conn.Pipeline()
 	}
-	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return IsAcquire(c.Op.Kind) }) {
+	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.IsAcquire(c.Op.Kind) }) {
 		return nil, nil
 	}
 	if s.infoWorks {
@@ -385,7 +386,7 @@ func (s *stream) prepare(ctx context.Context, batch []Call) (connErr, guardErr e
 	// The first time, INFO goes alone, so that a node that refuses it is
 	// sent no acquire at all.
 	info, err := s.conn.Info(ctx, "server").Result()
-	if err != nil && !IsReply(err) {
+	if err != nil && !wire.IsReply(err) {
 		s.hangUp()
 		return err, nil
 	}
@@ -418,7 +419,7 @@ func (s *stream) learnRunID(info string, err error) error {
 func (s *stream) checkInfo(ctx context.Context, batch []Call) {
 	info := s.info
 	s.info = nil
-	if info == nil || (info.Err() != nil && !IsReply(info.Err())) {
+	if info == nil || (info.Err() != nil && !wire.IsReply(info.Err())) {
 		return // the connection failed: so did every command of the batch
 	}
 	guardErr := s.learnRunID(info.Val(), info.Err())
@@ -427,11 +428,11 @@ func (s *stream) checkInfo(ctx context.Context, batch []Call) {
 	}
 	for j, c := range batch {
 		cmd := s.cmds[j]
-		if cmd == nil || !IsAcquire(c.Op.Kind) {
+		if cmd == nil || !wire.IsAcquire(c.Op.Kind) {
 			continue
 		}
-		if res := Decode(c.Op.Kind, cmd); res.Status == StatusOK {
-			back := NewOp(OpRelease, c.Op.Key, c.Op.Token, "", 0)
+		if res := wire.Decode(c.Op.Kind, cmd); res.Status == wire.StatusOK {
+			back := wire.NewOp(wire.OpRelease, c.Op.Key, c.Op.Token, "", 0)
 			back.Keys, back.Mode = c.Op.Keys, c.Op.Mode
 			back.Encode()
 			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(s.index)...)})
@@ -457,13 +458,13 @@ func runID(info string) (string, bool) {
 // run, so sending it is not a replay. The others are left out of this
 // second round.
 func (s *stream) evalMissing(ctx context.Context, batch []Call) {
-	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && IsNoScript(cmd.Err()) }) {
+	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && wire.IsNoScript(cmd.Err()) }) {
 		return
 	}
 	done := slices.Clone(s.cmds)
 	for j, c := range batch {
 		cmd := s.cmds[j]
-		if cmd == nil || !IsNoScript(cmd.Err()) {
+		if cmd == nil || !wire.IsNoScript(cmd.Err()) {
 			s.cmds[j] = nil
 			continue
 		}
@@ -492,7 +493,7 @@ func (s *stream) redirectMoved(ctx context.Context, batch []Call) {
 		}
 		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
 		_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
-		if IsNoScript(s.cmds[j].Err()) {
+		if wire.IsNoScript(s.cmds[j].Err()) {
 			s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
 			_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
 		}
@@ -502,17 +503,3 @@ func (s *stream) redirectMoved(ctx context.Context, batch []Call) {
 func isMoved(err error) bool {
 	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
 }
-
-func IsNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
-}
-
-// IsReply reports whether err is the node's answer (an error reply), as
-// opposed to a failure of the connection, after which the connection is
-// not trusted further.
-func IsReply(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re)
-}
-
-func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced }

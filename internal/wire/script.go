@@ -1,4 +1,4 @@
-package redlock
+package wire
 
 import (
 	"fmt"
@@ -147,7 +147,7 @@ var acquireSrc = acquireScript("")
 
 // acquireWriteSrc is acquireSrc for a read-write lock's writer: a free key
 // is granted only where no reader holds (see readersLua); otherwise the
-// refusal is {−(the readers' longest lease left + 1), readersHolder}.
+// refusal is {−(the readers' longest lease left + 1), ReadersHolder}.
 var acquireWriteSrc = acquireScript(readersIf(4))
 
 // acquireScript is acquireSrc with check run first where the key is free.
@@ -426,7 +426,7 @@ return st
 // the proposal), and otherwise the next value above the largest counter
 // that is ≡ residue (mod modulus), so that values from different nodes
 // never coincide. Proposals are ≡ modulus−1, a residue no node has (see
-// fenceModulus and Client.propose). The caller checks every counter
+// FenceModulus and Client.propose). The caller checks every counter
 // (fence) before it writes anything: a script that fails half-way keeps
 // its writes. ARGV[4] residue, ARGV[5] modulus, ARGV[6] proposal (0:
 // none).
@@ -694,15 +694,15 @@ type Op struct {
 	Keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
 	Mode              Mode          // a read-write lock's side: selects its scripts
 	TTL               time.Duration // TTL, or cooldown for release
-	Fence             int64         // opFenceWrite: the token to write back; opAcquireFenced: the proposal; opProclaim: the term
-	Quiet             bool          // opQueue: leave the queue
-	Wake              any           // opRelease, opQueue: the wake channels' prefix (a string); nil: wake nobody
-	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; opQueue: whose
+	Fence             int64         // OpFenceWrite: the token to write back; OpAcquireFenced: the proposal; OpProclaim: the term
+	Quiet             bool          // OpQueue: leave the queue
+	Wake              any           // OpRelease, OpQueue: the wake channels' prefix (a string); nil: wake nobody
+	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; OpQueue: whose
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
 	keybuf  [2]string // the KEYS of a one-key op
-	residue int       // opAcquireFenced: the index in wire of the node's residue (ARGV[4])
+	residue int       // OpAcquireFenced: the index in wire of the node's residue (ARGV[4])
 }
 
 // Place is a waiter's Place in a key's wait queue (see queueLua): its ID
@@ -802,7 +802,7 @@ func (o *Op) Encode() {
 		o.set(keys, o.Token, ms, o.wakeArg())
 	case OpInspect:
 		o.set(withFence())
-	case OpAcquireFenced: // the residue (ARGV[4]) is per node: see nodeArgs
+	case OpAcquireFenced: // the residue (ARGV[4]) is per node: see Args
 		if o.Keys == nil {
 			keys = withFence() // a multi-key script names its counters itself
 		}
@@ -859,6 +859,12 @@ func (o *Op) wakeArg() any {
 // FenceKey is the key of the lock key's fence counter, in the same Cluster
 // slot.
 func FenceKey(key string) string { return key + ":fence" }
+
+// Source is the Lua source of the op's script.
+func (o *Op) Source() string { return o.script().src.(string) }
+
+// SHA is the SHA1 of the op's script, as EVALSHA names it.
+func (o *Op) SHA() string { return o.script().sha.(string) }
 
 // EvalArgs returns the op's arguments for node i as an EVAL of the script's
 // source, for a node that answered NOSCRIPT (EVAL also caches it).

@@ -1,0 +1,23 @@
+package wire
+
+import (
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// IsNoScript reports whether a node answered NOSCRIPT: it does not have the
+// script cached (after SCRIPT FLUSH, say), and did not run it.
+func IsNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// IsReply reports whether err is the node's answer (an error reply), as
+// opposed to a failure of the connection, after which the connection is
+// not trusted further.
+func IsReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced }
