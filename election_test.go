@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ type cutNode struct {
 	cut *atomic.Bool
 }
 
-func (n cutNode) Start(c Call) {
+func (n cutNode) Start(c nodeio.Call) {
 	if n.cut.Load() {
 		go c.To.Deliver(c.Index, wire.Result{Err: errFakeDown})
 		return

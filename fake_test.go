@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/memnode"
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 )
 
@@ -73,7 +74,7 @@ func (n *fakeNode) Name() string { return n.id }
 // Virtual time does not move while a call is runnable, so timings hold.
 var fakeYield = flag.Bool("fakeyield", false, "fake nodes yield a random number of times before each call (slow: about 15x)")
 
-func (n *fakeNode) Start(c Call) { n.startPaused(c, 0, turn{}) }
+func (n *fakeNode) Start(c nodeio.Call) { n.startPaused(c, 0, turn{}) }
 
 // turn keeps a connection's calls in order: a call runs on the node only
 // after the call before it (after closed), and closes done once it has.
@@ -90,7 +91,7 @@ type turn struct {
 // startPaused runs the call as start does, in its turn, and holds its
 // reply back for pause: a client paused between sending and reading (the
 // node ran the call on time).
-func (n *fakeNode) startPaused(c Call, pause time.Duration, t turn) {
+func (n *fakeNode) startPaused(c nodeio.Call, pause time.Duration, t turn) {
 	go func() {
 		base := c.Ctx
 		if c.Detached { // as the stream: sent whatever becomes of c.ctx (fakes read no values)
@@ -112,7 +113,7 @@ func (n *fakeNode) startPaused(c Call, pause time.Duration, t turn) {
 // do runs op o on the node, as a stream would: its arguments as encoded
 // (EVALSHA, then EVAL on NOSCRIPT), its reply decoded, an acquire's
 // result carrying the node's run_id.
-func (n *fakeNode) do(ctx context.Context, c *Call, t turn) wire.Result {
+func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 	if t.done != nil {
 		defer close(t.done)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"strings"
+
+	"github.com/redlock-go/redlock/internal/nodeio"
 )
 
 // MultiLock locks several keys together: all of them, or none. On each
@@ -84,7 +86,7 @@ func (c *Client) MultiLock(keys []string, opts ...Option) (*MultiLock, error) {
 // different hash slots.
 func (c *Client) checkSlots(keys []string) error {
 	for _, n := range c.nodes {
-		if rn, ok := n.(*redisNode); !ok || rn.cluster == nil {
+		if rn, ok := n.(*nodeio.Node); !ok || !rn.Cluster() {
 			continue
 		}
 		first := hashSlot(c.redisKey(keys[0]))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 )
 
@@ -107,7 +108,7 @@ func fanOut(ctx context.Context, req request) *round {
 	deadline := start.Add(req.timeout)
 	r := newRound(req)
 	for i, nd := range req.nodes {
-		nd.Start(Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
+		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
 	}
 	r.collect(ctx, req, start, deadline)
 	return r
@@ -128,10 +129,10 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 		return rounds
 	}
 	deadline := start.Add(reqs[0].timeout)
-	calls := make([]Call, len(reqs))
+	calls := make([]nodeio.Call, len(reqs))
 	for i, nd := range reqs[0].nodes {
 		for j := range reqs {
-			calls[j] = Call{Ctx: ctx, Deadline: deadline, Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
+			calls[j] = nodeio.Call{Ctx: ctx, Deadline: deadline, Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
 		}
 		startAll(nd, calls)
 	}
@@ -143,11 +144,11 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 
 // batcher is a node that can send calls together: one batch, in order.
 type batcher interface {
-	StartAll(calls []Call)
+	StartAll(calls []nodeio.Call)
 }
 
 // startAll starts calls on nd, together if it can.
-func startAll(nd node, calls []Call) {
+func startAll(nd node, calls []nodeio.Call) {
 	if b, ok := nd.(batcher); ok {
 		b.StartAll(calls)
 		return
@@ -240,7 +241,7 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 // finish hands the replies of calls still running to late, in a goroutine
 // tracked by wg, and releases the round's resources once every call has
 // returned. late may be nil.
-func (r *round) finish(wg *Background, late func(i int, res wire.Result)) {
+func (r *round) finish(wg *nodeio.Background, late func(i int, res wire.Result)) {
 	if r.pending == 0 {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -215,7 +216,7 @@ func (hungNode) do(ctx context.Context, _ *wire.Op) wire.Result {
 	<-ctx.Done()
 	return wire.Result{Err: ctx.Err()}
 }
-func (h hungNode) Start(c Call) {
+func (h hungNode) Start(c nodeio.Call) {
 	go func() {
 		ctx, cancel := context.WithDeadline(c.Ctx, c.Deadline)
 		defer cancel()
@@ -235,7 +236,7 @@ func (hungNode) Watch(string, func(string, string), func()) func() {
 // the scripts.
 type instantNode struct{ id string }
 
-func (n instantNode) Start(c Call) { go c.To.Deliver(c.Index, n.do(c.Ctx, c.Op)) }
+func (n instantNode) Start(c nodeio.Call) { go c.To.Deliver(c.Index, n.do(c.Ctx, c.Op)) }
 
 // do answers at once, for the errgroup fan-out that calls nodes directly.
 func (instantNode) do(context.Context, *wire.Op) wire.Result {
@@ -279,7 +280,7 @@ func BenchmarkFanOut(b *testing.B) {
 				if hung {
 					nodes[4] = hungNode{}
 				}
-				var bg Background
+				var bg nodeio.Background
 				defer bg.Wait()
 				ctx := context.Background()
 				lat := make([]time.Duration, 0, 1<<16)

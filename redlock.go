@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 	"golang.org/x/sync/errgroup"
 )
@@ -21,9 +22,9 @@ import (
 type Client struct {
 	nodes []node
 	cfg   config
-	bg    Background    // goroutines waiting for late replies, and the nodes' stream writers
-	hand  handoff       // waiters and release notices
-	guard *restartGuard // nil when off
+	bg    nodeio.Background // goroutines waiting for late replies, and the nodes' stream writers
+	hand  handoff           // waiters and release notices
+	guard *restartGuard     // nil when off
 	// proposed is the last fence proposed (propose): proposals are ≡ 63
 	// (mod 64) and grow.
 	proposed atomic.Int64
@@ -59,7 +60,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 			seen[k] = i
 		}
-		nodes[i] = newRedisNode(cl, name, i)
+		nodes[i] = nodeio.New(cl, name, i)
 	}
 	return newClient(nodes, opts)
 }
@@ -89,7 +90,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
 	c.hand.init(c)
 	for _, n := range nodes {
-		if rn, ok := n.(*redisNode); ok {
+		if rn, ok := n.(*nodeio.Node); ok {
 			rn.Bind(c.closed, &c.bg, cfg.guard > 0)
 		}
 	}

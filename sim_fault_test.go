@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 )
 
@@ -30,7 +31,7 @@ type simLast struct {
 	done chan struct{}
 }
 
-func (n simLink) Start(c Call) {
+func (n simLink) Start(c nodeio.Call) {
 	if n.cut.Load() {
 		go c.To.Deliver(c.Index, wire.Result{Err: errFakeDown})
 		return

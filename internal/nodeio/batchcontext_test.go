@@ -1,4 +1,4 @@
-package redlock
+package nodeio
 
 import (
 	"context"
@@ -49,4 +49,14 @@ func TestBatchContext(t *testing.T) {
 		synctest.Wait()
 		require.ErrorIs(t, child.Err(), context.Canceled)
 	})
+}
+
+// closed is a select on ch with a default case.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

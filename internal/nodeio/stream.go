@@ -1,4 +1,4 @@
-package redlock
+package nodeio
 
 import (
 	"context"
@@ -44,36 +44,6 @@ const streamIdle = 5 * time.Second
 // its pool for 5 s before and after every use, at 3 allocations a peek;
 // a connection handed back and taken again within that is not peeked.
 const streamConnAge = 4 * time.Second
-
-// ErrNotSent: a call's context ended while it waited for its node's stream.
-var ErrNotSent = errors.New("not sent")
-
-// Call is one node Call: op o for round r, in which the node has index i,
-// to be sent before deadline and while ctx lasts; a detached Call is sent
-// whenever it is before deadline, whatever becomes of ctx (see
-// request.detach).
-type Call struct {
-	Ctx      context.Context
-	Deadline time.Time
-	Op       *wire.Op
-	Index    int
-	To       *round
-	Detached bool
-}
-
-// Ended reports whether the call may no longer be sent.
-func (c *Call) Ended() bool {
-	return (!c.Detached && c.Ctx.Err() != nil) || !time.Now().Before(c.Deadline)
-}
-
-// NotSent is the error of a call that ended before it was sent.
-func (c *Call) NotSent() error {
-	err := c.Ctx.Err()
-	if err == nil || c.Detached {
-		err = context.DeadlineExceeded
-	}
-	return fmt.Errorf("%w: %w", ErrNotSent, err)
-}
 
 // stream is one node's ordered, batched command stream.
 type stream struct {
