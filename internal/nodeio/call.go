@@ -24,10 +24,10 @@ type Sink interface {
 // ErrNotSent: a call's context ended while it waited for its node's stream.
 var ErrNotSent = errors.New("not sent")
 
-// Call is one node Call: op o for round r, in which the node has index i,
-// to be sent before deadline and while ctx lasts; a detached Call is sent
-// whenever it is before deadline, whatever becomes of ctx (see
-// request.detach).
+// Call is one node call: Op, for the round To, in which the node has
+// index Index, to be sent before Deadline and while Ctx lasts; a Detached
+// call is sent whenever it is before Deadline, whatever becomes of Ctx
+// (the root package's request.detach says which are).
 type Call struct {
 	Ctx      context.Context
 	Deadline time.Time

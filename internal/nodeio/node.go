@@ -9,10 +9,9 @@ import (
 	"github.com/redlock-go/redlock/internal/wire"
 )
 
-// This file is the wire protocol with one node: the node interface, its
-// go-redis implementation, and the replies (the scripts themselves, and the
-// arguments sent to them, are in script.go; how commands leave, batched, is
-// in stream.go). A script goes as EVALSHA, and again as EVAL (which also
+// This file is one node behind go-redis: standalone, Sentinel or Cluster
+// (the scripts, and the arguments sent to them, are in internal/wire; how
+// commands leave, batched, is in stream.go). A script goes as EVALSHA, and again as EVAL (which also
 // caches it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH.
 // (go-redis's Script.Run does the same, but cannot turn off go-redis's own
 // retries; see noRetry.)

@@ -15,7 +15,7 @@ import (
 type Status int8
 
 const (
-	StatusFailed    Status = iota // the node failed or did not answer; see result.err
+	StatusFailed    Status = iota // the node failed or did not answer; see Result.Err
 	StatusOK                      // acquire created the key; extend or release succeeded
 	StatusRefreshed               // acquire found our own token (re-entry) and refreshed it
 	StatusHeld                    // another token holds the key
@@ -34,7 +34,7 @@ type Result struct {
 	PTTL     time.Duration // StatusHeld: holder's remaining TTL, −1 if none; StatusQueued: the first waiter's lease left
 	Value    string        // StatusHeld: the holder's token (acquire) or the key's value (inspect)
 	Fence    int64         // a fenced acquire's grant: the node's new fence counter
-	RunID    string        // acquire: the run_id of the server that answered, when known (see stream.prepare)
+	RunID    string        // acquire: the run_id of the server that answered, when known (internal/nodeio learns it)
 	// Guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
 	Guarded bool
@@ -54,7 +54,7 @@ func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Stat
 // decided: its reply is handled when it comes.
 func (r Result) Undecided() bool { return !r.Answered && r.Err == nil }
 
-// Decode turns the reply to an op of kind k into a result.
+// Decode turns the reply to an op of kind k into a Result.
 func Decode(k Kind, cmd *redis.Cmd) Result {
 	switch k {
 	case OpInspect:

@@ -1,0 +1,63 @@
+package nodeio
+
+import (
+	"context"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// This file sends again the calls a node did not run: NOSCRIPT (the
+// script not cached), and a Cluster shard's MOVED or ASK.
+
+// evalMissing sends again, as EVAL (which also caches the script), the calls
+// the node answered NOSCRIPT, e.g. after SCRIPT FLUSH: such a call did not
+// run, so sending it is not a replay. The others are left out of this
+// second round.
+func (s *stream) evalMissing(ctx context.Context, batch []Call) {
+	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && wire.IsNoScript(cmd.Err()) }) {
+		return
+	}
+	done := slices.Clone(s.cmds)
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil || !wire.IsNoScript(cmd.Err()) {
+			s.cmds[j] = nil
+			continue
+		}
+		s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
+	}
+	s.run(ctx)
+	for j, cmd := range done {
+		if s.cmds[j] == nil {
+			s.cmds[j] = cmd
+		}
+	}
+}
+
+// redirectMoved sends again, through the ClusterClient, the calls a shard
+// answered MOVED or ASK: the slot is served elsewhere now, and the shard
+// did not run them. The ClusterClient follows the redirection and reloads
+// its slot map.
+func (s *stream) redirectMoved(ctx context.Context, batch []Call) {
+	if s.redirect == nil {
+		return
+	}
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil || !isMoved(cmd.Err()) {
+			continue
+		}
+		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
+		_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
+		if wire.IsNoScript(s.cmds[j].Err()) {
+			s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
+			_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
+		}
+	}
+}
+
+func isMoved(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
+}

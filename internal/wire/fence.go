@@ -1,0 +1,114 @@
+package wire
+
+// fenceLua defines fence(counters): the fencing token a grant hands out,
+// given the keys of the fence counters it advances (no TTL), or an error
+// reply. The token is the client's proposal when the proposal is larger
+// than every counter (the proposal's acknowledgement: the reply's fence is
+// the proposal), and otherwise the next value above the largest counter
+// that is ≡ residue (mod modulus), so that values from different nodes
+// never coincide. Proposals are ≡ modulus−1, a residue no node has (see
+// FenceModulus and Client.propose). The caller checks every counter
+// (fence) before it writes anything: a script that fails half-way keeps
+// its writes. ARGV[4] residue, ARGV[5] modulus, ARGV[6] proposal (0:
+// none).
+const fenceLua = `
+local function fence(counters)
+	local c, at = 0, counters[1]
+	for _, k in ipairs(counters) do
+		local n = tonumber(redis.call('GET', k) or '0')
+		if not n or n < 0 or n ~= math.floor(n) then
+			return redis.error_reply('FENCE redlock: fence counter ' .. k .. ' is not a whole number')
+		end
+		if n > c then c, at = n, k end
+	end
+	local f = tonumber(ARGV[6])
+	if f <= c then
+		local m = tonumber(ARGV[5])
+		f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1
+	end
+	if f >= 9007199254740992 then
+		return redis.error_reply('FENCE redlock: fence counter ' .. at .. ' would pass 2^53')
+	end
+	return f
+end
+`
+
+// acquireFencedSrc is acquireSrc that also hands out a fencing token (see
+// fenceLua): on a grant it sets the key's fence counter (KEYS[2]) to it.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
+// modulus, ARGV[6] proposal (0: none), ARGV[7..9] the waiter as
+// acquireSrc's ARGV[4..6].
+// Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
+// when the counter is not a number or would reach 2^53.
+var acquireFencedSrc = acquireFencedScript("")
+
+// acquireWriteFencedSrc is acquireFencedSrc for a read-write lock's
+// writer, refused while readers hold, as acquireWriteSrc is.
+var acquireWriteFencedSrc = acquireFencedScript(readersIf(7))
+
+// acquireFencedScript is acquireFencedSrc with check run first where the
+// key is free.
+func acquireFencedScript(check string) string {
+	return fenceLua + `
+local v = redis.call('GET', KEYS[1])
+local code = 1
+if not v then` + check + gateIf(7) + `
+else
+	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
+		code = 2
+	else` + requeueIf(7) + `
+		local nul = string.find(v, '\0', 1, true)
+		if nul then v = string.sub(v, 1, nul - 1) end
+		return {-1 - redis.call('PTTL', KEYS[1]), v}
+	end
+end
+local f = fence({KEYS[2]})
+if type(f) == 'table' then return f end
+redis.call('SET', KEYS[2], string.format('%.0f', f))
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return {code, f}
+`
+}
+
+// fenceWriteSrc writes a fencing token back: counter = max(counter, t), for
+// the fence counter (k..":fence") of each lock key k in KEYS (one, or a
+// multi-key lock's). It acknowledges only where no other token holds a
+// lock key (another holder's grant there may have started before ours and
+// must not be overtaken: docs/fencing.md), and where every counter was
+// below t, or equal to it with all our keys there (we set it). A larger
+// counter means a later holder has already been handed a larger token.
+// ARGV[1] t, ARGV[2] token.
+// Reply: 1 acknowledged; 0 a larger (or another holder's equal) fence
+// exists; −1 another token holds a lock key.
+const fenceWriteSrc = `
+local ours = true
+for _, k in ipairs(KEYS) do
+	local v = redis.call('GET', k)
+	if not v then
+		ours = false
+	elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\0' then
+		return -1
+	end
+end
+local t = tonumber(ARGV[1])
+local below = {}
+for _, k in ipairs(KEYS) do
+	local c = tonumber(redis.call('GET', k .. ':fence') or '0')
+	if not c then
+		return redis.error_reply('FENCE redlock: fence counter ' .. k .. ':fence is not a whole number')
+	end
+	if c > t or (c == t and not ours) then return 0 end
+	if c < t then below[#below + 1] = k .. ':fence' end
+end
+for _, f in ipairs(below) do redis.call('SET', f, ARGV[1]) end
+return 1
+`
+
+// FenceModulus: node i's fence counter only takes values ≡ i (mod 64), and
+// clients' proposals are ≡ 63, so at most 63 nodes. Every client must list
+// the nodes in the same order.
+const FenceModulus = 64
+
+// MaxFence: fencing tokens stay below 2^53, exact in every JSON number and
+// in Lua, whose numbers are doubles.
+const MaxFence = 1 << 53

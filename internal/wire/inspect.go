@@ -1,0 +1,27 @@
+package wire
+
+// inspectSrc reads the key's value and PTTL, its fence counter, its wait
+// queue (the places whose lease has not lapsed, and the first of them
+// among the first 64 by ticket) and its live readers (a read-write lock),
+// in one atomic step. It writes nothing: a lapsed place or reader stays
+// until a script that writes drops it. KEYS[2] fence key. Reply: {value
+// or nil, PTTL, counter or nil, waiters, first waiter or nil, readers}.
+const inspectSrc = `
+local waiting, first, readers = 0, false, 0
+local q, l, r = KEYS[1] .. ':queue', KEYS[1] .. ':lease', KEYS[1] .. ':readers'
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', r) == 1 then
+	readers = redis.call('ZCOUNT', r, '(' .. now, '+inf')
+end
+if redis.call('EXISTS', q) == 1 then
+	waiting = redis.call('ZCOUNT', l, '(' .. now, '+inf')
+	for _, id in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+		if tonumber(redis.call('ZSCORE', l, id) or '0') > now then
+			first = id
+			break
+		end
+	end
+end
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), waiting, first, readers}
+`

@@ -1,0 +1,113 @@
+package wire
+
+// ownedLua defines owned(v): whether a key's value v is ARGV[1]'s, the
+// token's (the token alone, or followed by NUL and metadata).
+const ownedLua = `
+local function owned(v) return v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' end
+`
+
+// extendMultiSrc is extendSrc for a multi-key lock's keys (KEYS): it
+// extends only when every key is ours.
+// Reply: 1 extended; 0 a key absent (expired); −1 another token holds a
+// key.
+const extendMultiSrc = ownedLua + `
+local st = 1
+for _, k in ipairs(KEYS) do
+	local v = redis.call('GET', k)
+	if not v then st = 0 elseif not owned(v) then return -1 end
+end
+if st == 0 then return 0 end
+for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
+return 1
+`
+
+// releaseMultiSrc is releaseSrc for a multi-key lock's keys (KEYS): it
+// releases the keys that are ours even when another is not, and wakes the
+// first waiter of each key it deletes.
+// Reply: 1 released; 0 a key absent (expired); −1 another token holds a
+// key.
+var releaseMultiSrc = ownedLua + `
+local st, mine = 1, {}
+for _, k in ipairs(KEYS) do
+	local v = redis.call('GET', k)
+	if not v then
+		if st == 1 then st = 0 end
+	elseif owned(v) then
+		mine[#mine + 1] = k
+	else
+		st = -1
+	end
+end
+if ARGV[2] ~= '0' then
+	for _, k in ipairs(mine) do redis.call('PEXPIRE', k, ARGV[2]) end
+	return st
+end
+for _, k in ipairs(mine) do
+	redis.call('DEL', k)
+	if ARGV[3] ~= '' and redis.call('EXISTS', k .. ':queue') == 1 then
+` + queueLua + `
+		local q, l = qkeys(k)
+		local h = head(q, l, now())
+		if h then wake(ARGV[3], h, ARGV[1], k) end
+	end
+end
+return st
+`
+
+// multiLua defines free(), the check of a multi-key acquire: it returns
+// nil when no key (KEYS) is held by another token, with whether every key
+// is ours already, or the refusal of acquireSrc for the first key, in
+// KEYS order, that another token holds. It writes nothing: a key of
+// another type fails the script here, before any write.
+const multiLua = ownedLua + `
+local function free()
+	local own = 0
+	for _, k in ipairs(KEYS) do
+		local v = redis.call('GET', k)
+		if v then
+			if not owned(v) then
+				local nul = string.find(v, '\0', 1, true)
+				if nul then v = string.sub(v, 1, nul - 1) end
+				return {-1 - redis.call('PTTL', k), v}
+			end
+			own = own + 1
+		end
+	end
+	return nil, own == #KEYS
+end
+`
+
+// acquireMultiSrc takes every key of a multi-key lock (KEYS) or none: it
+// sets them all only when no other token holds any. It ignores the keys'
+// wait queues: a multi-key lock is not queued (see MultiLock).
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms.
+// Reply: 1 set; 2 every key was ours already (re-entry), all refreshed;
+// refused: acquireSrc's {−(PTTL + 1), holder's token} for the first key
+// held by another token.
+var acquireMultiSrc = multiLua + `
+local refused, again = free()
+if refused then return refused end
+for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PX', ARGV[3]) end
+if again then return 2 end
+return 1
+`
+
+// acquireMultiFencedSrc is acquireMultiSrc that also hands out one fencing
+// token (see fenceLua) above every key's counter (k..":fence"), and sets
+// them all to it: a multi-key lock's token is larger than any handed out
+// before for any of its keys, alone or with others.
+// ARGV[1..6] as acquireFencedSrc's. Reply: as acquireFencedSrc's.
+var acquireMultiFencedSrc = multiLua + fenceLua + `
+local refused, again = free()
+if refused then return refused end
+local counters = {}
+for i, k in ipairs(KEYS) do counters[i] = k .. ':fence' end
+local f = fence(counters)
+if type(f) == 'table' then return f end
+for i, k in ipairs(KEYS) do
+	redis.call('SET', counters[i], string.format('%.0f', f))
+	redis.call('SET', k, ARGV[2], 'PX', ARGV[3])
+end
+if again then return {2, f} end
+return {1, f}
+`

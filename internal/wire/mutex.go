@@ -1,0 +1,83 @@
+package wire
+
+// acquireSrc takes the lock or re-enters it.
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl in ms, ARGV[4] waiter ID,
+// ARGV[5] ticket, ARGV[6] lease ms (see gateLua; a caller not queued
+// passes none of the three).
+// Reply: 1 created; 2 we held it already (re-entry), value and TTL refreshed;
+// refused: {−(holder's PTTL + 1), holder's token}, where 0 means the
+// holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms, or
+// the queue's refusal (gateLua). The holder's token lets a waiter tell a
+// holder with a majority from a split vote; it never leaves the library.
+var acquireSrc = acquireScript("")
+
+// acquireWriteSrc is acquireSrc for a read-write lock's writer: a free key
+// is granted only where no reader holds (see readersLua); otherwise the
+// refusal is {−(the readers' longest lease left + 1), ReadersHolder}.
+var acquireWriteSrc = acquireScript(readersIf(4))
+
+// acquireScript is acquireSrc with check run first where the key is free.
+func acquireScript(check string) string {
+	return `
+local v = redis.call('GET', KEYS[1])
+if not v then` + check + gateIf(4) + `
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return 1
+end
+if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return 2
+end` + requeueIf(4) + `
+local nul = string.find(v, '\0', 1, true)
+if nul then v = string.sub(v, 1, nul - 1) end
+return {-1 - redis.call('PTTL', KEYS[1]), v}
+`
+}
+
+// extendSrc resets the TTL of a key we hold; it never re-creates one.
+// ARGV[1] token, ARGV[2] ttl in ms.
+// Reply: 1 extended; 0 key absent (expired); −1 another token holds it.
+const extendSrc = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`
+
+// releaseSrc deletes a key we hold and, when the key's wait queue has a
+// first waiter, wakes it: it publishes {lock key, NUL, token, NUL, waiter
+// ID} on the channel of the waiter's Client (ARGV[3] followed by the part of
+// the ID before its first '.'). With a cooldown, it leaves the key in place
+// to expire cooldown ms from now instead, keeping other tokens out until
+// then, and wakes nobody.
+// ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
+// channels' prefix, or "" to wake nobody (taking back a failed attempt's
+// grants, which released no lock anyone held).
+// Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
+// absent (expired); −1 another token holds it.
+//
+// The one-key scripts stay apart from the multi-key ones, loops and all:
+// they are on every lock's path, and under load the nodes' CPU is the
+// limit (a release looping over KEYS cost the 256-goroutine throughput
+// about 15% in an A/B run).
+var releaseSrc = `
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
+if ARGV[2] ~= '0' then
+	redis.call('PEXPIRE', KEYS[1], ARGV[2])
+	return 1
+end
+redis.call('DEL', KEYS[1])
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+` + queueLua + `
+	local q, l = qkeys()
+	local h = head(q, l, now())
+	if h then
+		wake(ARGV[3], h, ARGV[1])
+		return {1, h}
+	end
+end
+return 1
+`

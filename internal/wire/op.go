@@ -1,0 +1,175 @@
+package wire
+
+import (
+	"slices"
+	"time"
+)
+
+// Op is one operation on one key (or a multi-key lock's keys), prepared
+// once per round and sent to every node. Its fields say what it asks;
+// encode turns them into the wire arguments, once, shared by every node's
+// command (go-redis only reads them), and the in-memory test nodes read
+// the same fields.
+type Op struct {
+	Kind              Kind
+	Key, Token, Value string        // key: the lock key, or a multi-key lock's first key (Cluster routing)
+	Keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
+	Mode              Mode          // a read-write lock's side: selects its scripts
+	TTL               time.Duration // TTL, or cooldown for release
+	Fence             int64         // OpFenceWrite: the token to write back; OpAcquireFenced: the proposal; OpProclaim: the term
+	Quiet             bool          // OpQueue: leave the queue
+	Wake              any           // OpRelease, OpQueue: the wake channels' prefix (a string); nil: wake nobody
+	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; OpQueue: whose
+
+	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
+	argv    [14]any   //
+	keybuf  [2]string // the KEYS of a one-key op
+	residue int       // OpAcquireFenced: the index in wire of the node's residue (ARGV[4])
+}
+
+// Place is a waiter's place in a key's wait queue (see queueLua): its ID
+// and ticket, the same on every node, and how long its entry lives there
+// without a refresh.
+type Place struct {
+	ID     string
+	Ticket int64
+	Lease  time.Duration
+}
+
+// Time returns the place's ticket as a Time (it is one, in µs since the
+// epoch), zero for none.
+func (p *Place) Time() time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return time.UnixMicro(p.Ticket)
+}
+
+// MS is the place's lease in ms.
+func (p *Place) MS() int64 { return p.Lease.Milliseconds() }
+
+func NewOp(kind Kind, key, token, value string, ttl time.Duration) *Op {
+	return &Op{Kind: kind, Key: key, Token: token, Value: value, TTL: ttl}
+}
+
+// NewFenceWrite prepares the write-back of fencing token t for key (or a
+// multi-key lock's keys), held with token.
+func NewFenceWrite(key string, keys []string, token string, t int64) *Op {
+	return &Op{Kind: OpFenceWrite, Key: key, Keys: keys, Token: token, Fence: t}
+}
+
+// Mode is what a lock's holder holds: the key (a mutex, or several
+// keys), or a read-write lock's write or read side.
+type Mode uint8
+
+const (
+	ModeMutex Mode = iota
+	ModeWrite      // a read-write lock's writer: the key, where no reader holds
+	ModeRead       // a reader: an entry in the key's readers set
+)
+
+// Encode builds the wire arguments: the one place that knows each script's
+// KEYS and ARGV layout (documented with the scripts above). It is called
+// once per round, before the op is shared.
+func (o *Op) Encode() {
+	ms := o.TTL.Milliseconds()
+	keys := o.Keys // a multi-key lock's; the ARGV are those of one key
+	if keys == nil {
+		o.keybuf[0] = o.Key
+		keys = o.keybuf[:1]
+	}
+	// withFence is a one-key op's KEYS with the key's fence counter.
+	withFence := func() []string {
+		o.keybuf[0], o.keybuf[1] = o.Key, FenceKey(o.Key)
+		return o.keybuf[:2]
+	}
+	switch o.Kind {
+	case OpAcquire: // a caller not queued sends no place: the script only checks that there is no queue
+		token, value := o.boxed()
+		if p := o.Place; p != nil {
+			o.set(keys, token, value, ms, p.ID, p.Ticket, p.MS())
+		} else {
+			o.set(keys, token, value, ms)
+		}
+	case OpExtend:
+		o.set(keys, o.Token, ms)
+	case OpRelease:
+		o.set(keys, o.Token, ms, o.wakeArg())
+	case OpInspect:
+		o.set(withFence())
+	case OpAcquireFenced: // the residue (ARGV[4]) is per node: see Args
+		if o.Keys == nil {
+			keys = withFence() // a multi-key script names its counters itself
+		}
+		o.residue = 3 + len(keys) + 3
+		if p := o.Place; p != nil {
+			o.set(keys, o.Token, o.Value, ms, 0, FenceModulus, o.Fence, p.ID, p.Ticket, p.MS())
+		} else {
+			o.set(keys, o.Token, o.Value, ms, 0, FenceModulus, o.Fence)
+		}
+	case OpFenceWrite:
+		o.set(keys, o.Fence, o.Token)
+	case OpProclaim: // the notice's payload is the term: see Election
+		o.set(keys, o.Token, o.Value, o.Fence)
+	case OpQueue:
+		var ticket any = o.Place.Ticket
+		if o.Quiet {
+			ticket = 0
+		}
+		o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg())
+	}
+}
+
+// boxed returns the op's token and value as arguments: boxed once when
+// they are the same string (a holder without metadata), not twice.
+func (o *Op) boxed() (token, value any) {
+	token = o.Token
+	if o.Value == o.Token {
+		return token, token
+	}
+	return token, o.Value
+}
+
+// set makes the wire arguments: EVALSHA, the script's SHA1, keys and args.
+func (o *Op) set(keys []string, args ...any) {
+	w := o.argv[:0]
+	if n := 3 + len(keys) + len(args); n > len(o.argv) {
+		w = make([]any, 0, n)
+	}
+	w = append(w, "evalsha", o.script().sha, len(keys))
+	for _, k := range keys {
+		w = append(w, k)
+	}
+	o.wire = append(w, args...)
+}
+
+// wakeArg is the op's wake prefix argument: "" for none.
+func (o *Op) wakeArg() any {
+	if o.Wake == nil {
+		return ""
+	}
+	return o.Wake
+}
+
+// FenceKey is the key of the lock key's fence counter, in the same Cluster
+// slot.
+func FenceKey(key string) string { return key + ":fence" }
+
+// EvalArgs returns the op's arguments for node i as an EVAL of the script's
+// source, for a node that answered NOSCRIPT (EVAL also caches it).
+func (o *Op) EvalArgs(i int) []any {
+	argv := slices.Clone(o.Args(i))
+	argv[0], argv[1] = "eval", o.script().src
+	return argv
+}
+
+// Args returns the op's arguments for node i: shared, but for a fenced
+// acquire, whose residue is the node's own.
+func (o *Op) Args(i int) []any {
+	if o.Kind != OpAcquireFenced {
+		return o.wire
+	}
+	argv := slices.Clone(o.wire)
+	argv[o.residue] = i
+	return argv
+}

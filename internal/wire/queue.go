@@ -1,0 +1,142 @@
+package wire
+
+import "fmt"
+
+// The scripts. Each takes the lock key as KEYS[1].
+
+// The wait queue. Each lock key has, on every node, a queue of waiters:
+// KEYS[1]..":queue", a sorted set of waiter IDs scored by ticket (a number
+// the waiter chose once, the same on every node), and KEYS[1]..":lease", the
+// same IDs scored by the node time (ms) at which the entry lapses unless
+// its waiter refreshes it. Both keys carry a TTL as long as the newest
+// lease, so a queue whose waiters all died disappears. (The queue keys share
+// the lock key's hash tag, so Cluster nodes have them in its slot.)
+//
+// While the queue holds a live entry, a free key is granted only to the
+// waiter at its head (the lowest ticket; equal tickets by ID), or to the
+// holder re-entering. The queue only decides who may try: a grant is still
+// the key set to the holder's token on a majority.
+//
+// queueLua is the functions the scripts that touch the queue share: head
+// drops lapsed entries from the front and returns the first live one with
+// its lease left (ms), enqueue adds or refreshes an entry, wake tells a
+// waiter's Client that the waiter is first and the key free. A waiter ID is
+// its Client's ID, '.', and a number; each Client listens on one channel,
+// the wake prefix (by default "redlock:wake:") followed by its ID, so a
+// release reaches only the process whose waiter is first.
+const queueLua = `
+local function qkeys(k)
+	k = k or KEYS[1]
+	return k .. ':queue', k .. ':lease'
+end
+local function now()
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function head(q, l, t)
+	while true do
+		local h = redis.call('ZRANGE', q, 0, 0)[1]
+		if not h then return false, 0 end
+		local until_ = tonumber(redis.call('ZSCORE', l, h) or '0')
+		if until_ > t then return h, until_ - t end
+		redis.call('ZREM', q, h)
+		redis.call('ZREM', l, h)
+	end
+end
+local function enqueue(q, l, t, id, ticket, lease)
+	redis.call('ZADD', q, ticket, id)
+	redis.call('ZADD', l, t + lease, id)
+	if redis.call('PTTL', l) < lease then
+		redis.call('PEXPIRE', q, lease)
+		redis.call('PEXPIRE', l, lease)
+	end
+end
+local function leave(q, l, id)
+	redis.call('ZREM', q, id)
+	redis.call('ZREM', l, id)
+end
+local function wake(prefix, id, token, k)
+	local client = string.match(id, '^[^.]*')
+	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
+end
+`
+
+// gateLua decides whether a free key may be granted: gate returns nil when
+// it may (and takes the waiter's entry out of the queue), or the refusal
+// {−(head's lease left + 1), "", head}. A waiter with a ticket (not '0')
+// is queued (or refreshed) first, so that a node that had lost its entry
+// puts it back where its ticket says. id is "" and ticket '0' for a caller
+// not queued (a first attempt).
+//
+// The scripts define these functions only where they use them, inside the
+// branch that needs the queue: a Lua function definition runs each time the
+// script does, and the uncontended path (a free key and no queue, or a
+// release that finds no queue) pays one EXISTS and no more.
+const gateLua = `
+local function gate(id, ticket, lease)
+	local q, l = qkeys()
+	local t = now()
+	if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
+	local h, left = head(q, l, t)
+	if h and h ~= id then return {-1 - left, '', h} end
+	if h then leave(q, l, h) end
+	return nil
+end
+`
+
+// gateIf is the free-key branch of the acquire scripts, with the waiter's
+// ID, ticket and lease in ARGV[i], ARGV[i+1], ARGV[i+2].
+func gateIf(i int) string {
+	id, ticket, lease := placeArgv(i)
+	return `
+	if ` + ticket + ` ~= '0' or redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+` + queueLua + gateLua + `
+		local refused = gate(` + id + `, ` + ticket + `, ` + lease + `)
+		if refused then return refused end
+	end
+`
+}
+
+// placeArgv names, in Lua, a queued waiter's ID, ticket and lease given
+// from ARGV[i] on; a caller not queued passes none of them.
+func placeArgv(i int) (id, ticket, lease string) {
+	return fmt.Sprintf("(ARGV[%d] or '')", i), fmt.Sprintf("(ARGV[%d] or '0')", i+1), fmt.Sprintf("ARGV[%d]", i+2)
+}
+
+// requeueIf puts a queued waiter's entry back (or refreshes it) where
+// another token holds the key.
+func requeueIf(i int) string {
+	id, ticket, lease := placeArgv(i)
+	return `
+	if ` + ticket + ` ~= '0' then
+` + queueLua + `
+		local q, l = qkeys()
+		enqueue(q, l, now(), ` + id + `, ` + ticket + `, tonumber(` + lease + `))
+	end
+`
+}
+
+// queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
+// out, and reports the queue and the key.
+// ARGV[1] waiter ID, ARGV[2] ticket (0: leave), ARGV[3] lease ms.
+// Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key)};
+// where the key is free but readers hold (a read-write lock), the
+// readers' longest lease left stands for the PTTL. A waiter that leaves from the head of the queue while the key is free
+// publishes {ID, NUL, new head} on the key's release channel, as a release
+// does, so that the new head need not wait for its timer.
+var queueSrc = queueLua + readersLua + `
+local q, l = qkeys()
+local t = now()
+local first = head(q, l, t)
+if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
+local h, left = head(q, l, t)
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
+	local r = readers(t)
+	if r > 0 then pttl = r end
+end
+if ARGV[2] == '0' and first == ARGV[1] and h and pttl == -2 then
+	wake(ARGV[4], h, ARGV[1])
+end
+return {h or '', left, pttl}
+`

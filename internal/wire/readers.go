@@ -1,0 +1,125 @@
+package wire
+
+// The readers of a read-write lock (see RWMutex): on each node,
+// KEYS[1]..":readers", a sorted set of reader tokens scored by the node
+// time (ms) at which each reader's hold lapses unless it extends it. The
+// set's TTL is as long as its longest lease, so a set whose readers all
+// died disappears. A writer's key is the lock key itself, KEYS[1]; its
+// wait queue is the key's. Nodes grant a writer only where no reader's
+// lease is live, and a reader only where no writer holds the key and no
+// writer waits in the queue: so no node ever has a writer's key and a
+// live reader at once.
+//
+// readersLua defines readers(t): the live readers' longest lease left at
+// node time t (ms), 0 if none; it drops lapsed readers.
+const readersLua = `
+local function readers(t)
+	local r = KEYS[1] .. ':readers'
+	redis.call('ZREMRANGEBYSCORE', r, '-inf', t)
+	local last = redis.call('ZRANGE', r, -1, -1, 'WITHSCORES')[2]
+	if not last then return 0 end
+	return tonumber(last) - t
+end
+`
+
+// ReadersHolder is the holder a writer's refusal names when readers hold
+// the lock. Tokens never contain NUL, so no token is it.
+const ReadersHolder = "\x00readers"
+
+// readersIf is the free-key check of a writer's acquire: refused while
+// readers hold, keeping a queued writer's place (its waiter in ARGV[i..]).
+func readersIf(i int) string {
+	return `
+	if redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
+` + queueLua + readersLua + `
+		local left = readers(now())
+		if left > 0 then` + requeueIf(i) + `
+			return {-1 - left, '\0readers'}
+		end
+	end
+`
+}
+
+// readAcquireSrc adds a reader, or refreshes one (re-entry), where no
+// writer holds the key and no writer waits first in its queue.
+// ARGV[1] token, ARGV[2] value (unused: readers keep no metadata),
+// ARGV[3] ttl in ms.
+// Reply: 1 added; 2 the token was a live reader already (its lease
+// renewed); refused: acquireSrc's {−(PTTL + 1), writer's token}, or the
+// queue's {−(lease left + 1), ”, first waiter}.
+const readAcquireSrc = queueLua + readersLua + `
+local v = redis.call('GET', KEYS[1])
+if v then
+	local nul = string.find(v, '\0', 1, true)
+	if nul then v = string.sub(v, 1, nul - 1) end
+	return {-1 - redis.call('PTTL', KEYS[1]), v}
+end
+local r = KEYS[1] .. ':readers'
+local t = now()
+readers(t)
+local mine = redis.call('ZSCORE', r, ARGV[1])
+if not mine and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+	local q, l = qkeys()
+	local h, left = head(q, l, t)
+	if h then return {-1 - left, '', h} end
+end
+local ttl = tonumber(ARGV[3])
+redis.call('ZADD', r, t + ttl, ARGV[1])
+if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+if mine then return 2 end
+return 1
+`
+
+// readExtendSrc renews a live reader's lease; it never re-adds a lapsed
+// one. ARGV[1] token, ARGV[2] ttl in ms.
+// Reply: 1 extended; 0 the reader is gone (its lease lapsed).
+const readExtendSrc = queueLua + `
+local r = KEYS[1] .. ':readers'
+local t = now()
+local s = redis.call('ZSCORE', r, ARGV[1])
+if not s or tonumber(s) <= t then return 0 end
+local ttl = tonumber(ARGV[2])
+redis.call('ZADD', r, t + ttl, ARGV[1])
+if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+return 1
+`
+
+// readReleaseSrc takes a reader out. With a cooldown its lease is set to
+// end cooldown ms from now instead, keeping writers out until then. The
+// last live reader to leave, with the key free, wakes the first waiter of
+// the key's queue (a writer), as releaseSrc does, but in the name of all
+// readers (readersLeft for the token): each node's last reader may be
+// another, and the waiter's Client wakes it at each such notice.
+// ARGV[1] token, ARGV[2] cooldown in ms (0: now), ARGV[3] the wake
+// channels' prefix ("": wake nobody).
+// Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
+// was gone.
+const readReleaseSrc = queueLua + readersLua + `
+local r = KEYS[1] .. ':readers'
+local t = now()
+local s = redis.call('ZSCORE', r, ARGV[1])
+if not s or tonumber(s) <= t then
+	redis.call('ZREM', r, ARGV[1])
+	return 0
+end
+local cooldown = tonumber(ARGV[2])
+if cooldown > 0 then
+	redis.call('ZADD', r, t + cooldown, ARGV[1])
+	if redis.call('PTTL', r) < cooldown then redis.call('PEXPIRE', r, cooldown) end
+	return 1
+end
+redis.call('ZREM', r, ARGV[1])
+if ARGV[3] ~= '' and readers(t) == 0 and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+	local q, l = qkeys()
+	local h = head(q, l, t)
+	if h then
+		wake(ARGV[3], h, '\1readers')
+		return {1, h}
+	end
+end
+return 1
+`
+
+// ReadersLeft stands for the released token in a notice that the last
+// reader left a node (see readReleaseSrc).
+const ReadersLeft = "\x01readers"
