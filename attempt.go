@@ -296,7 +296,7 @@ func (f failure) err(c *Client, key string, ctx context.Context, cause error) *Q
 	switch {
 	case qerr != nil:
 	case f.r != nil:
-		qerr = c.quorumError("lock", key, c.nodes, f.r, 0, ctx)
+		qerr = quorumError("lock", key, c.nodes, c.quorum(), f.r, 0, ctx)
 		if f.unusable != "" && qerr.cause == nil {
 			qerr.unusable, qerr.detail = true, f.unusable
 		}
@@ -516,10 +516,10 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 		}
 	}
 	c.releaseOn(ctx, mine, a.target, a.token, a.lc.ttl, 0)
-	qerr := c.quorumError("lock", a.key, c.nodes, a.r, 0, ctx)
+	qerr := quorumError("lock", a.key, c.nodes, c.quorum(), a.r, 0, ctx)
 	switch {
 	case a.wr != nil && !a.wr.tally.won():
-		qerr = c.quorumError("lock", a.key, c.nodes, a.wr, 0, ctx)
+		qerr = quorumError("lock", a.key, c.nodes, c.quorum(), a.wr, 0, ctx)
 		qerr.detail = fmt.Sprintf("fencing token %d not written back to a majority", a.fence)
 	case a.won:
 		qerr.detail = "majority reached after the validity ran out"
@@ -527,7 +527,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	if hint := c.unusable(a.r); hint != "" && qerr.cause == nil {
 		qerr.unusable, qerr.detail = true, hint
 	}
-	qerr.retryAfter = c.retryAfter(a.r, a.end.Sub(a.start), a.rkeys != nil)
+	qerr.retryAfter = retryHint(a.r, c.quorum(), a.end.Sub(a.start), a.rkeys != nil)
 	if c.observing() {
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}

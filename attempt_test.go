@@ -138,7 +138,7 @@ func TestRetryAfter(t *testing.T) {
 		{"a set's keys held by two holders, one without TTL", []wire.Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := c.retryAfter(&round{results: tc.results}, rt, strings.HasPrefix(tc.name, "a set"))
+			got := retryHint(&round{results: tc.results}, c.quorum(), rt, strings.HasPrefix(tc.name, "a set"))
 			if got < tc.lo || got > tc.hi {
 				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
 			}

@@ -244,7 +244,7 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		// Even the nodes that did not answer could not make a majority.
 		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
 	}
-	qerr := c.quorumError("leader", e.key, c.nodes, r, 0, ctx)
+	qerr := quorumError("leader", e.key, c.nodes, c.quorum(), r, 0, ctx)
 	qerr.Granted = v.answered
 	qerr.detail = "too few nodes answered to tell the leader"
 	return Leader{}, qerr

@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -138,30 +137,35 @@ func (e *QuorumError) Unwrap() []error {
 	return errs
 }
 
-// Reasons a node did not agree that callers match only through the text.
-var (
-	// errUndecided: the node had not answered when the round was decided;
-	// its reply is handled when it comes.
-	errUndecided = errors.New("no reply yet when the outcome was decided")
-	// errNoResult: a node implementation returned neither a status nor an
-	// error (a bug; kept from counting as an answer).
-	errNoResult = errors.New("node call returned no result")
-)
-
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
-// quorumError describes a failed round over nodes, with already agreements
-// from earlier rounds, as ErrNotObtained: the Lock's Extend and Unlock then
-// tell from the nodes' answers whether the lock has ended (Lock.endedBy).
-func (c *Client) quorumError(op, key string, nodes []node, r *round, already int, ctx context.Context) *QuorumError {
-	e := &QuorumError{Op: op, key: key, Quorum: c.quorum(), Granted: r.tally.ok + already, err: ErrNotObtained, cause: ctx.Err()}
-	for i, res := range r.results {
-		if res.OK() {
-			continue
-		}
-		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: reason(res)})
+// permanent reports whether a node's error is one that waiting cannot cure,
+// and what would cure it: Lock stops waiting when such errors leave no
+// majority possible (ErrUnusable).
+func permanent(err error) (hint string, ok bool) {
+	if err == nil {
+		return "", false
 	}
-	return e
+	msg := err.Error()
+	has := func(prefix string) bool { return strings.HasPrefix(msg, prefix) }
+	switch {
+	case has("NOGUARD"):
+		return "the restart guard needs INFO server: allow INFO to the node's ACL user, or pass WithRestartGuard(0) (test servers such as miniredis; nodes with appendfsync always)", true
+	case has("NOPERM"), strings.Contains(msg, "The user executing the script can't"):
+		return "the node's ACL user lacks a permission the scripts need (docs/operations.md has the ACL line)", true
+	case has("READONLY"):
+		return "the node is a read-only replica: give redlock masters", true
+	case has("WRONGTYPE"):
+		return "the lock's key holds another type on the node: delete it, or choose another WithKeyPrefix", true
+	case has("FENCE"):
+		return "a fence counter is unusable: fix or delete it (docs/fencing.md)", true
+	case has("NOAUTH"), has("WRONGPASS"):
+		return "the node refuses the client's credentials", true
+	case strings.Contains(msg, "unknown command"), strings.Contains(msg, "Unknown Redis command"),
+		strings.Contains(msg, "Error compiling script"), has("ERR user_script"):
+		return "the node cannot run the library's Lua scripts", true
+	}
+	return "", false
 }

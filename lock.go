@@ -22,14 +22,9 @@ type Lock struct {
 	fence    int64      // fencing token, with WithFencing
 	acquired time.Time  // when the winning attempt started
 
-	// serial lets one Extend, Proclaim or Unlock run at a time (see
-	// lockSerial): serialHeld, and the callers waiting their turn, first
-	// first, under serialMu.
-	serialMu   sync.Mutex
-	serialHeld bool
-	serialWait []chan struct{}
-	ext        *extender  // auto-extension, if any; set before the lock is shared
-	ending     sync.Mutex // held while the lock is being ended (see look)
+	turn   serial     // one Extend, Proclaim or Unlock at a time
+	ext    *extender  // auto-extension, if any; set before the lock is shared
+	ending sync.Mutex // held while the lock is being ended (see look)
 	// A look's fast path (see look): the end point as a duration since
 	// acquired, kept with until; and whether the lock has ended.
 	endAfter atomic.Int64
@@ -127,7 +122,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.begin(ctx, "extend"); err != nil {
 		return err
 	}
-	defer l.unserial()
+	defer l.turn.leave()
 	start := time.Now()
 	// On failure, hear every node: taken over and expired differ. Detached,
 	// as Unlock's releases are: a node whose extension was dropped because
@@ -162,14 +157,14 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 
 // begin starts an extend or proclaim (op): it fails if ctx is done or the
 // lock released, and otherwise returns holding the lock's serial turn
-// (serial.go), which the caller ends with unserial.
+// (serial.go), which the caller ends with l.turn.leave.
 func (l *Lock) begin(ctx context.Context, op string) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: op, key: l.key, Quorum: l.c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	l.lockSerial()
+	l.turn.enter()
 	if l.isReleased() {
-		l.unserial()
+		l.turn.leave()
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
 	}
 	return nil
@@ -179,7 +174,7 @@ func (l *Lock) begin(ctx context.Context, op string) error {
 // node, as ErrTakenOver or ErrExpired when the answers show the lock has
 // ended (the caller then ends it), else ErrNotObtained.
 func (l *Lock) updateFailed(ctx context.Context, op string, r *round) *QuorumError {
-	qerr := l.c.quorumError(op, l.key, l.c.nodes, r, 0, ctx)
+	qerr := quorumError(op, l.key, l.c.nodes, l.c.quorum(), r, 0, ctx)
 	if ended := l.endedBy(r, nil); ended != nil {
 		qerr.err = ended
 	}
@@ -196,7 +191,7 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 	if err := l.begin(ctx, "proclaim"); err != nil {
 		return err
 	}
-	defer l.unserial()
+	defer l.turn.leave()
 	if l.Validity() <= 0 {
 		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
 	}
@@ -263,8 +258,8 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return &QuorumError{Op: "unlock", key: l.key, Quorum: c.quorum(), err: ErrNotObtained, cause: err}
 	}
-	l.lockSerial()
-	defer l.unserial()
+	l.turn.enter()
+	defer l.turn.leave()
 	if l.isReleased() {
 		return fmt.Errorf("%w: %q", ErrReleased, l.key)
 	}
@@ -342,7 +337,7 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 		}
 		return nil
 	}
-	qerr := c.quorumError("unlock", l.key, nodes, r, already, ctx)
+	qerr := quorumError("unlock", l.key, nodes, c.quorum(), r, already, ctx)
 	if ended := l.endedBy(r, idx); ended != nil {
 		qerr.err = ended
 	}

@@ -69,7 +69,7 @@ func (c *Client) MultiLock(keys []string, opts ...Option) (*MultiLock, error) {
 	}
 	m.t.key, m.t.keys = strings.Join(keys, " "), slices.Clone(keys)
 	// The same order on every caller: nodes refusing a set name the same
-	// key's holder (see acquireMultiSrc), which retryAfter counts.
+	// key's holder (see acquireMultiSrc), which retryHint counts.
 	m.t.rkeys = make([]string, len(keys))
 	for i, k := range keys {
 		m.t.rkeys[i] = c.redisKey(k)

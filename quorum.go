@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -253,4 +254,48 @@ func (r *round) finish(wg *nodeio.Background, late func(i int, res wire.Result))
 			}
 		}
 	})
+}
+
+// reason is why the node did not agree, for a NodeResult; nil if it did.
+func reason(r wire.Result) error {
+	switch {
+	case r.OK():
+		return nil
+	case r.Guarded:
+		return ErrNodeRestarted
+	case r.Status == wire.StatusHeld:
+		return ErrHeld
+	case r.Status == wire.StatusQueued:
+		return ErrQueued
+	case r.Status == wire.StatusAbsent:
+		return ErrNoKey
+	case r.Undecided():
+		return errUndecided
+	}
+	return r.Err
+}
+
+// Reasons a node did not agree that callers match only through the text.
+var (
+	// errUndecided: the node had not answered when the round was decided;
+	// its reply is handled when it comes.
+	errUndecided = errors.New("no reply yet when the outcome was decided")
+	// errNoResult: a node implementation returned neither a status nor an
+	// error (a bug; kept from counting as an answer).
+	errNoResult = errors.New("node call returned no result")
+)
+
+// quorumError describes a failed round over nodes (quorum of them make a
+// majority), with already agreements
+// from earlier rounds, as ErrNotObtained: the Lock's Extend and Unlock then
+// tell from the nodes' answers whether the lock has ended (Lock.endedBy).
+func quorumError(op, key string, nodes []node, quorum int, r *round, already int, ctx context.Context) *QuorumError {
+	e := &QuorumError{Op: op, key: key, Quorum: quorum, Granted: r.tally.ok + already, err: ErrNotObtained, cause: ctx.Err()}
+	for i, res := range r.results {
+		if res.OK() {
+			continue
+		}
+		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: reason(res)})
+	}
+	return e
 }

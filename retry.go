@@ -86,7 +86,7 @@ func jitter(lo, hi time.Duration) time.Duration {
 	return lo + rand.N(hi-lo)
 }
 
-// retryAfter bounds the wait after a failed attempt that took round. If one
+// retryHint bounds the wait after a failed attempt that took round. If one
 // token refused on a majority of nodes, it holds the lock, whose keys are
 // gone at the latest when its longest PTTL runs out (no bound if a key has
 // no TTL). If no token holds a majority while a majority of nodes answered,
@@ -101,7 +101,7 @@ func jitter(lo, hi time.Duration) time.Duration {
 // runs out: look again then (others may be held longer; the next refusal
 // names them). With too many nodes failing there is no bound: the retry
 // strategy decides.
-func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Duration {
+func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duration {
 	type holder struct {
 		token string
 		n     int
@@ -127,7 +127,7 @@ func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Durati
 		}
 	}
 	for _, h := range holders {
-		if h.n >= c.quorum() {
+		if h.n >= quorum {
 			if h.noTTL {
 				return 0
 			}
@@ -144,7 +144,7 @@ func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Durati
 		}
 		return longest + time.Millisecond
 	}
-	if answered >= c.quorum() {
+	if answered >= quorum {
 		return jitter(time.Microsecond, 2*round+time.Microsecond)
 	}
 	return 0
@@ -153,7 +153,7 @@ func (c *Client) retryAfter(r *round, round time.Duration, set bool) time.Durati
 // sooner returns the sooner of two bounds on a wait (0: none). After a
 // refused attempt, the attempt's bound stands unless its look at the queue
 // gives a sooner one: after a split vote the key is on its way out
-// (retryAfter), whatever PTTL the look found on grants being taken back.
+// (retryHint), whatever PTTL the look found on grants being taken back.
 func sooner(a, b time.Duration) time.Duration {
 	if a == 0 || b > 0 && b < a {
 		return b

@@ -42,23 +42,23 @@ func TestSerialTurnInVirtualTime(t *testing.T) {
 func TestSerialTurnsInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &Lock{}
-		l.lockSerial()
+		l.turn.enter()
 		order := make(chan int, 3)
 		for i := range 3 {
 			go func() {
-				l.lockSerial()
+				l.turn.enter()
 				order <- i
 				time.Sleep(time.Millisecond)
-				l.unserial()
+				l.turn.leave()
 			}()
 			synctest.Wait() // i waits before i+1 asks
 		}
-		l.unserial()
+		l.turn.leave()
 		for want := range 3 {
 			if got := <-order; got != want {
 				t.Fatalf("turn %d went to caller %d", want, got)
 			}
 		}
-		l.lockSerial() // the last has ended its turn
+		l.turn.enter() // the last has ended its turn
 	})
 }
