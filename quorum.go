@@ -31,6 +31,38 @@ func (t tally) lost() bool { return t.against > t.n-t.need }
 // longer agree.
 func (t tally) decided() bool { return t.won() || t.lost() }
 
+// fleet is a Client's nodes and how a round is sent to them: each call
+// bounded by the node timeout, timed when an observer listens, and the
+// calls still running when a round is decided counted in bg, which Close
+// waits for.
+type fleet struct {
+	nodes   []node
+	timeout time.Duration // WithNodeTimeout; 0: a TTL's share (nodeTimeout)
+	timed   bool          // an observer listens: record each reply's latency
+	bg      nodeio.Background
+}
+
+// quorum is the number of the fleet's nodes that make a majority.
+func (f *fleet) quorum() int { return quorum(len(f.nodes)) }
+
+// nodeTimeout bounds each node call of a round about a lock with ttl.
+func (f *fleet) nodeTimeout(ttl time.Duration) time.Duration {
+	if f.timeout > 0 {
+		return f.timeout
+	}
+	return ttl / nodeTimeoutDivisor
+}
+
+// send runs one round of req: on every node of the fleet unless req names
+// nodes.
+func (f *fleet) send(ctx context.Context, req request) *round {
+	if req.nodes == nil {
+		req.nodes = f.nodes
+	}
+	req.timed = f.timed
+	return fanOut(ctx, req)
+}
+
 // reply is one node's result, tagged with the node's index.
 type reply struct {
 	i int

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/nodeio"
@@ -20,11 +19,10 @@ import (
 // it with [New], and [Client.Close] it when done: Close releases the locks
 // it still holds and stops its goroutines. It is safe for concurrent use.
 type Client struct {
-	nodes []node
+	fleet // the nodes, and how a round is sent to them
 	cfg   config
-	bg    nodeio.Background // goroutines waiting for late replies, and the nodes' stream writers
-	hand  handoff           // waiters and release notices
-	guard *restartGuard     // nil when off
+	hand  handoff       // waiters and release notices
+	guard *restartGuard // nil when off
 	// proposed is the last fence proposed (propose): proposals are ≡ 63
 	// (mod 64) and grow.
 	proposed atomic.Int64
@@ -87,7 +85,8 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	if !cfg.guardSet {
 		cfg.guard = cfg.lock.ttl
 	}
-	c := &Client{cfg: cfg, nodes: nodes, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
+	c := &Client{cfg: cfg, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
+	c.fleet = fleet{nodes: nodes, timeout: cfg.nodeTimeout, timed: len(cfg.observers) > 0}
 	c.hand.init(c)
 	for _, n := range nodes {
 		if rn, ok := n.(*nodeio.Node); ok {
@@ -122,28 +121,8 @@ func describe(i int, cl redis.UniversalClient) (name, id string) {
 	return fmt.Sprintf("node %d", i), ""
 }
 
-// quorum is the number of the Client's nodes that make a majority.
-func (c *Client) quorum() int { return quorum(len(c.nodes)) }
-
 // redisKey maps a lock key to the Redis key that holds it.
 func (c *Client) redisKey(key string) string { return c.cfg.prefix + "{" + key + "}" }
-
-func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
-	if c.cfg.nodeTimeout > 0 {
-		return c.cfg.nodeTimeout
-	}
-	return ttl / nodeTimeoutDivisor
-}
-
-// send runs one round of req: on every node of the Client unless req names
-// nodes, timed when an observer listens.
-func (c *Client) send(ctx context.Context, req request) *round {
-	if req.nodes == nil {
-		req.nodes = c.nodes
-	}
-	req.timed = c.observing()
-	return fanOut(ctx, req)
-}
 
 func (c *Client) checkOpen() error {
 	select {
