@@ -1,0 +1,370 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// This file is how a lock call waits: tries, looks at the wait queue,
+// and sleeps between them as the retry strategy says.
+
+// tryLock makes one attempt at t: TryLock's, and a multi-key or
+// read-write lock's.
+func (c *Client) tryLock(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	l, qerr := c.attempt(ctx, t, lc, 1, nil)
+	if qerr != nil {
+		return nil, qerr
+	}
+	return l, nil
+}
+
+// lockUnqueued waits for t without a place in a wait queue (a multi-key
+// lock, a reader): attempts, paced by retrying.
+func (c *Client) lockUnqueued(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
+	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, t, lc, n, nil) })
+}
+
+// lock is Lock's loop. Each try is an attempt or, for a queued Lock that
+// is not known to be first, a look at the queue (which goes on to an
+// attempt when it finds the Lock first and the key free); the retry
+// strategy sees the number of failed tries and paces the next.
+func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	s := &waitLoop{c: c, ctx: ctx, t: t, lc: lc}
+	defer s.forget()
+	attemptNext := !s.queueAtOnce()
+	var st *stop
+	for {
+		s.delay, s.asked = 0, false
+		if !attemptNext {
+			if attemptNext, st = s.look(); st != nil {
+				return st.l, st.err
+			}
+		}
+		if attemptNext {
+			again, st := s.try()
+			if st != nil {
+				return st.l, st.err
+			}
+			if again {
+				continue
+			}
+		}
+		if attemptNext, st = s.sleep(); st != nil {
+			return st.l, st.err
+		}
+	}
+}
+
+// waitLoop is one Lock call between its tries.
+type waitLoop struct {
+	c        *Client
+	ctx      context.Context
+	t        target
+	lc       *lockConfig
+	w        *waiter       // our place in the queue, once we have one
+	tries    int           // failed tries: attempts and looks at the queue
+	attempts int           // attempts made, for observers (Event.Attempt)
+	last     failure       // the last failed try
+	delay    time.Duration // the strategy's delay before the next try, once asked
+	asked    bool          // delay is set
+}
+
+// stop is how a Lock call ends: with the lock, or with an error.
+type stop struct {
+	l   *Lock
+	err error
+}
+
+// queueAtOnce queues before the first try when others are known to wait
+// for the key (unless the strategy says not to wait at all).
+func (s *waitLoop) queueAtOnce() bool {
+	if !s.c.hand.busy(s.t.rkey) {
+		return false
+	}
+	if _, ok := s.lc.retry(1); !ok {
+		return false
+	}
+	s.w = s.c.hand.join(s.t.rkey)
+	return true
+}
+
+// forget drops our place from the Client's waiters of the key.
+func (s *waitLoop) forget() {
+	if s.w != nil {
+		s.c.hand.leave(s.t.rkey, s.w)
+	}
+}
+
+// giveUp leaves the queue (in the background) and ends the call with the
+// last failure, with cause.
+func (s *waitLoop) giveUp(cause error) *stop {
+	if s.w != nil {
+		s.c.leaveOn(s.ctx, s.c.nodes, &s.w.Place, s.t.rkey, s.lc.ttl)
+	}
+	return &stop{err: s.last.err(s.c, s.t.key, s.ctx, cause)}
+}
+
+// look looks at the queue, and reports whether the Lock is first there
+// with the key free.
+func (s *waitLoop) look() (bool, *stop) {
+	f := s.c.poll(s.ctx, s.lc, s.w)
+	if f.fatal() {
+		if f.cause != nil && s.last.valid() {
+			return false, s.giveUp(f.cause) // the last attempt says more
+		}
+		s.last = f
+		return false, s.giveUp(nil)
+	}
+	if f.r == nil {
+		return true, nil
+	}
+	s.tries++
+	if cutShort(s.ctx, s.last, f) {
+		return false, s.giveUp(s.ctx.Err())
+	}
+	s.last = f
+	return false, nil
+}
+
+// try makes an attempt. Refused the first time, the Lock takes a place in
+// the queue (unless the strategy gives up) and looks at it: again reports
+// that the look found it first and the key free, to attempt at once.
+func (s *waitLoop) try() (again bool, st *stop) {
+	s.attempts++
+	l, e := s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
+	if e == nil {
+		return false, &stop{l: l}
+	}
+	f := failure{qerr: e, hint: e.retryAfter}
+	if cutShort(s.ctx, s.last, f) {
+		return false, s.giveUp(s.ctx.Err())
+	}
+	s.last = f
+	if e.cause != nil || e.unusable {
+		return false, s.giveUp(nil)
+	}
+	s.tries++
+	if s.w != nil {
+		return false, nil
+	}
+	var ok bool
+	if s.delay, ok = s.lc.retry(s.tries); !ok {
+		return false, &stop{err: e}
+	}
+	s.asked = true
+	s.w = s.c.hand.join(s.t.rkey)
+	f = s.c.poll(s.ctx, s.lc, s.w)
+	if f.r == nil && f.cause == nil {
+		return true, nil
+	}
+	if f.fatal() {
+		if f.cause == nil {
+			s.last = f
+		}
+		return false, s.giveUp(f.cause)
+	}
+	s.last.hint = sooner(s.last.hint, f.hint)
+	return false, nil
+}
+
+// sleep waits for the next try as the strategy says, no longer than the
+// last failure's hint, nor than a third of our place's lease (which the
+// next look refreshes), and reports whether a notice woke it (the Lock is
+// first and the key free).
+func (s *waitLoop) sleep() (bool, *stop) {
+	if !s.asked {
+		var ok bool
+		if s.delay, ok = s.lc.retry(s.tries); !ok {
+			return false, s.giveUp(nil)
+		}
+	}
+	d := s.delay
+	if s.last.hint > 0 {
+		d = min(d, s.last.hint)
+	}
+	d = min(d, s.w.Lease/3)
+	woken, err := s.c.wait(s.ctx, s.w, d)
+	if err != nil {
+		return false, s.giveUp(err)
+	}
+	return woken, nil
+}
+
+// cutShort reports whether try f, which failed after last, was ended by
+// ctx before any node answered it (every node's error is a context's end:
+// the caller's, or the node timeout's). A Lock that ends on such a try
+// reports last instead, which says why the lock was not had (held
+// elsewhere, say), with ctx's error.
+func cutShort(ctx context.Context, last, f failure) bool {
+	if ctx.Err() == nil || !last.valid() {
+		return false
+	}
+	if f.qerr != nil { // an attempt: its agreeing nodes are counted, the others listed
+		if f.qerr.Granted > 0 {
+			return false
+		}
+		for _, n := range f.qerr.Nodes {
+			if !ctxEnd(n.Err) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, res := range f.r.results { // a look at the queue
+		if !ctxEnd(res.Err) {
+			return false
+		}
+	}
+	return true
+}
+
+func ctxEnd(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// retrying runs try (given the attempt's number) until it succeeds, fails
+// for good (ctx ended, or no majority possible) or the retry strategy
+// gives up, sleeping between tries as the strategy says, never longer than
+// the failure's retryAfter.
+func (c *Client) retrying(ctx context.Context, lc *lockConfig, try func(n int) (*Lock, *QuorumError)) (*Lock, error) {
+	if err := c.checkOpen(); err != nil {
+		return nil, err
+	}
+	for n := 1; ; n++ {
+		l, qerr := try(n)
+		if qerr == nil {
+			return l, nil
+		}
+		if qerr.cause != nil || qerr.unusable {
+			return nil, qerr
+		}
+		d, ok := lc.retry(n)
+		if !ok {
+			return nil, qerr
+		}
+		if qerr.retryAfter > 0 {
+			d = min(d, qerr.retryAfter)
+		}
+		if _, err := c.wait(ctx, nil, d); err != nil {
+			qerr.cause = err // ctx's error, or ErrClosed
+			return nil, qerr
+		}
+	}
+}
+
+// wait sleeps until w is woken (true), d has passed, ctx is done or the
+// Client is closed, and returns ctx's error or ErrClosed in the last two
+// cases. w may be nil: nothing wakes the sleep early.
+func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) (bool, error) {
+	var wake <-chan struct{}
+	if w != nil {
+		wake = w.wake
+	}
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-wake:
+		return true, nil
+	case <-t.C:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-c.closed:
+		return false, ErrClosed
+	}
+	return false, nil
+}
+
+// failure is a failed try of a Lock: a refused attempt's error, or the
+// round of a poll that did not find the Lock first with the key free (its
+// error is built only if the Lock ends with it); and when to look again at
+// the latest (hint, 0 if no bound).
+type failure struct {
+	qerr     *QuorumError
+	r        *round // a poll's
+	hint     time.Duration
+	cause    error // a poll's context ended
+	unusable string
+}
+
+func (f failure) valid() bool { return f.qerr != nil || f.r != nil }
+
+// fatal reports whether a poll ends the Lock: its context ended, or no
+// majority is possible.
+func (f failure) fatal() bool { return f.cause != nil || f.unusable != "" }
+
+// err is the error a Lock that ends after f returns, with cause if not nil.
+func (f failure) err(c *Client, key string, ctx context.Context, cause error) *QuorumError {
+	qerr := f.qerr
+	switch {
+	case qerr != nil:
+	case f.r != nil:
+		qerr = quorumError("lock", key, c.nodes, c.quorum(), f.r, 0, ctx)
+		if f.unusable != "" && qerr.cause == nil {
+			qerr.unusable, qerr.detail = true, f.unusable
+		}
+	default:
+		qerr = &QuorumError{Op: "lock", key: key, Quorum: c.quorum(), err: ErrNotObtained}
+	}
+	if cause == nil {
+		cause = f.cause
+	}
+	if cause != nil {
+		qerr.cause = cause
+	}
+	return qerr
+}
+
+// poll joins w to the key's queue on every node, or refreshes its place,
+// and tells whether w may attempt now: a zero failure when w is first on a
+// majority of nodes that have the key free. A node that has w first and
+// the key free counts for; any other answer against.
+func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
+	if err := ctx.Err(); err != nil {
+		return failure{cause: err}
+	}
+	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
+	o := &wire.Op{Kind: wire.OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
+	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
+	r.finish(&c.bg, nil)
+	if r.tally.won() {
+		return failure{}
+	}
+	f := failure{r: r, unusable: c.unusable(r)}
+	// First where the key is held: look again when the holder's keys are
+	// gone at the latest. Free where another is first: when that waiter's
+	// place lapses, should it be gone.
+	for _, res := range r.results {
+		var d time.Duration
+		switch {
+		case res.Status == wire.StatusHeld && res.Head == w.ID && res.PTTL >= 0:
+			d = res.PTTL
+		case res.Status == wire.StatusQueued:
+			d = res.PTTL
+		default:
+			continue
+		}
+		d += time.Millisecond
+		if f.hint == 0 || d < f.hint {
+			f.hint = d
+		}
+	}
+	return f
+}
+
+// leaveOn takes the place p out of rkey's queue on nodes, in the background.
+func (c *Client) leaveOn(ctx context.Context, nodes []node, p *wire.Place, rkey string, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	o := &wire.Op{Kind: wire.OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}
+	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
+}
