@@ -120,7 +120,7 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 			gate = &endGate{onEnd: onEnd}
 			lc.onEnd = gate.end
 		}
-		l, err := e.c.lock(ctx, e.c.target(e.key), &lc)
+		l, err := e.c.lockQueued(ctx, e.c.target(e.key), &lc)
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +142,7 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 		if !ok {
 			return nil, err
 		}
-		if _, werr := e.c.wait(ctx, nil, min(d, time.Second)); werr != nil {
+		if _, werr := e.c.sleepOrWake(ctx, nil, min(d, time.Second)); werr != nil {
 			return nil, errors.Join(err, werr)
 		}
 	}

@@ -149,7 +149,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, &lc, fn, func(ctx context.Context, lc *lockConfig) (*Lock, error) { return c.lock(ctx, c.target(key), lc) })
+	return c.do(ctx, &lc, fn, func(ctx context.Context, lc *lockConfig) (*Lock, error) { return c.lockQueued(ctx, c.target(key), lc) })
 }
 
 // do is Do with the acquisition given: a lock's, or a semaphore's permit.

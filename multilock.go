@@ -143,7 +143,7 @@ func (m *MultiLock) Lock(ctx context.Context) (*Lock, error) {
 
 func (m *MultiLock) lock(ctx context.Context, lc *lockConfig) (*Lock, error) {
 	if m.t.rkeys == nil {
-		return m.c.lock(ctx, m.t, lc)
+		return m.c.lockQueued(ctx, m.t, lc)
 	}
 	return m.c.lockUnqueued(ctx, m.t, lc)
 }

@@ -34,7 +34,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	return c.lock(ctx, c.target(key), &lc)
+	return c.lockQueued(ctx, c.target(key), &lc)
 }
 
 // TryLock makes exactly one attempt to acquire the lock on key. It does

@@ -222,3 +222,23 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// callConfig validates key and opts, given to a call of scope s, and
+// returns the call's lock settings.
+func (c *Client) callConfig(key string, s scope, opts []Option) (lockConfig, error) {
+	return c.configure(c.cfg.lock, key, s, opts)
+}
+
+// configure is callConfig from the settings lc.
+func (c *Client) configure(lc lockConfig, key string, s scope, opts []Option) (lockConfig, error) {
+	if err := checkKey(key); err != nil {
+		return lc, err
+	}
+	if err := applyCall(&lc, s, opts); err != nil {
+		return lc, err
+	}
+	if !canBeValid(lc.ttl, c.cfg.drift) {
+		return lc, invalid("TTL %v leaves no validity after drift %v", lc.ttl, drift(lc.ttl, c.cfg.drift))
+	}
+	return lc, nil
+}

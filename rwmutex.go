@@ -66,7 +66,7 @@ func (m *RWMutex) Lock(ctx context.Context) (*Lock, error) {
 }
 
 func (m *RWMutex) lock(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	return m.c.lock(ctx, m.w, lc)
+	return m.c.lockQueued(ctx, m.w, lc)
 }
 
 // TryLock makes one attempt at the write side, as [Client.TryLock] does.

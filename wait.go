@@ -30,27 +30,27 @@ func (c *Client) lockUnqueued(ctx context.Context, t target, lc *lockConfig) (*L
 	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, t, lc, n, nil) })
 }
 
-// lock is Lock's loop. Each try is an attempt or, for a queued Lock that
+// lockQueued is Lock's loop. Each try is an attempt or, for a queued Lock that
 // is not known to be first, a look at the queue (which goes on to an
 // attempt when it finds the Lock first and the key free); the retry
 // strategy sees the number of failed tries and paces the next.
-func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
+func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
 	s := &waitLoop{c: c, ctx: ctx, t: t, lc: lc}
-	defer s.forget()
+	defer s.forgetPlace()
 	attemptNext := !s.queueAtOnce()
-	var st *stop
+	var st *lockResult
 	for {
 		s.delay, s.asked = 0, false
 		if !attemptNext {
-			if attemptNext, st = s.look(); st != nil {
+			if attemptNext, st = s.lookAtQueue(); st != nil {
 				return st.l, st.err
 			}
 		}
 		if attemptNext {
-			again, st := s.try()
+			again, st := s.tryOnce()
 			if st != nil {
 				return st.l, st.err
 			}
@@ -58,7 +58,7 @@ func (c *Client) lock(ctx context.Context, t target, lc *lockConfig) (*Lock, err
 				continue
 			}
 		}
-		if attemptNext, st = s.sleep(); st != nil {
+		if attemptNext, st = s.sleepUntilNext(); st != nil {
 			return st.l, st.err
 		}
 	}
@@ -73,13 +73,13 @@ type waitLoop struct {
 	w        *waiter       // our place in the queue, once we have one
 	tries    int           // failed tries: attempts and looks at the queue
 	attempts int           // attempts made, for observers (Event.Attempt)
-	last     failure       // the last failed try
+	last     tryFailure    // the last failed try
 	delay    time.Duration // the strategy's delay before the next try, once asked
 	asked    bool          // delay is set
 }
 
-// stop is how a Lock call ends: with the lock, or with an error.
-type stop struct {
+// lockResult is how a Lock call ends: with the lock, or with an error.
+type lockResult struct {
 	l   *Lock
 	err error
 }
@@ -97,8 +97,8 @@ func (s *waitLoop) queueAtOnce() bool {
 	return true
 }
 
-// forget drops our place from the Client's waiters of the key.
-func (s *waitLoop) forget() {
+// forgetPlace drops our place from the Client's waiters of the key.
+func (s *waitLoop) forgetPlace() {
 	if s.w != nil {
 		s.c.hand.leave(s.t.rkey, s.w)
 	}
@@ -106,17 +106,17 @@ func (s *waitLoop) forget() {
 
 // giveUp leaves the queue (in the background) and ends the call with the
 // last failure, with cause.
-func (s *waitLoop) giveUp(cause error) *stop {
+func (s *waitLoop) giveUp(cause error) *lockResult {
 	if s.w != nil {
 		s.c.leaveOn(s.ctx, s.c.nodes, &s.w.Place, s.t.rkey, s.lc.ttl)
 	}
-	return &stop{err: s.last.err(s.c, s.t.key, s.ctx, cause)}
+	return &lockResult{err: s.last.lockError(s.c, s.t.key, s.ctx, cause)}
 }
 
-// look looks at the queue, and reports whether the Lock is first there
+// lookAtQueue looks at the queue, and reports whether the Lock is first there
 // with the key free.
-func (s *waitLoop) look() (bool, *stop) {
-	f := s.c.poll(s.ctx, s.lc, s.w)
+func (s *waitLoop) lookAtQueue() (bool, *lockResult) {
+	f := s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.fatal() {
 		if f.cause != nil && s.last.valid() {
 			return false, s.giveUp(f.cause) // the last attempt says more
@@ -135,16 +135,16 @@ func (s *waitLoop) look() (bool, *stop) {
 	return false, nil
 }
 
-// try makes an attempt. Refused the first time, the Lock takes a place in
+// tryOnce makes an attempt. Refused the first time, the Lock takes a place in
 // the queue (unless the strategy gives up) and looks at it: again reports
 // that the look found it first and the key free, to attempt at once.
-func (s *waitLoop) try() (again bool, st *stop) {
+func (s *waitLoop) tryOnce() (again bool, st *lockResult) {
 	s.attempts++
 	l, e := s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
 	if e == nil {
-		return false, &stop{l: l}
+		return false, &lockResult{l: l}
 	}
-	f := failure{qerr: e, hint: e.retryAfter}
+	f := tryFailure{qerr: e, hint: e.retryAfter}
 	if cutShort(s.ctx, s.last, f) {
 		return false, s.giveUp(s.ctx.Err())
 	}
@@ -158,11 +158,11 @@ func (s *waitLoop) try() (again bool, st *stop) {
 	}
 	var ok bool
 	if s.delay, ok = s.lc.retry(s.tries); !ok {
-		return false, &stop{err: e}
+		return false, &lockResult{err: e}
 	}
 	s.asked = true
 	s.w = s.c.hand.join(s.t.rkey)
-	f = s.c.poll(s.ctx, s.lc, s.w)
+	f = s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.r == nil && f.cause == nil {
 		return true, nil
 	}
@@ -176,11 +176,11 @@ func (s *waitLoop) try() (again bool, st *stop) {
 	return false, nil
 }
 
-// sleep waits for the next try as the strategy says, no longer than the
+// sleepUntilNext waits for the next try as the strategy says, no longer than the
 // last failure's hint, nor than a third of our place's lease (which the
 // next look refreshes), and reports whether a notice woke it (the Lock is
 // first and the key free).
-func (s *waitLoop) sleep() (bool, *stop) {
+func (s *waitLoop) sleepUntilNext() (bool, *lockResult) {
 	if !s.asked {
 		var ok bool
 		if s.delay, ok = s.lc.retry(s.tries); !ok {
@@ -192,7 +192,7 @@ func (s *waitLoop) sleep() (bool, *stop) {
 		d = min(d, s.last.hint)
 	}
 	d = min(d, s.w.Lease/3)
-	woken, err := s.c.wait(s.ctx, s.w, d)
+	woken, err := s.c.sleepOrWake(s.ctx, s.w, d)
 	if err != nil {
 		return false, s.giveUp(err)
 	}
@@ -204,7 +204,7 @@ func (s *waitLoop) sleep() (bool, *stop) {
 // the caller's, or the node timeout's). A Lock that ends on such a try
 // reports last instead, which says why the lock was not had (held
 // elsewhere, say), with ctx's error.
-func cutShort(ctx context.Context, last, f failure) bool {
+func cutShort(ctx context.Context, last, f tryFailure) bool {
 	if ctx.Err() == nil || !last.valid() {
 		return false
 	}
@@ -254,17 +254,17 @@ func (c *Client) retrying(ctx context.Context, lc *lockConfig, try func(n int) (
 		if qerr.retryAfter > 0 {
 			d = min(d, qerr.retryAfter)
 		}
-		if _, err := c.wait(ctx, nil, d); err != nil {
+		if _, err := c.sleepOrWake(ctx, nil, d); err != nil {
 			qerr.cause = err // ctx's error, or ErrClosed
 			return nil, qerr
 		}
 	}
 }
 
-// wait sleeps until w is woken (true), d has passed, ctx is done or the
+// sleepOrWake sleeps until w is woken (true), d has passed, ctx is done or the
 // Client is closed, and returns ctx's error or ErrClosed in the last two
 // cases. w may be nil: nothing wakes the sleep early.
-func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) (bool, error) {
+func (c *Client) sleepOrWake(ctx context.Context, w *waiter, d time.Duration) (bool, error) {
 	var wake <-chan struct{}
 	if w != nil {
 		wake = w.wake
@@ -283,11 +283,11 @@ func (c *Client) wait(ctx context.Context, w *waiter, d time.Duration) (bool, er
 	return false, nil
 }
 
-// failure is a failed try of a Lock: a refused attempt's error, or the
+// tryFailure is a failed try of a Lock: a refused attempt's error, or the
 // round of a poll that did not find the Lock first with the key free (its
 // error is built only if the Lock ends with it); and when to look again at
 // the latest (hint, 0 if no bound).
-type failure struct {
+type tryFailure struct {
 	qerr     *QuorumError
 	r        *round // a poll's
 	hint     time.Duration
@@ -295,14 +295,14 @@ type failure struct {
 	unusable string
 }
 
-func (f failure) valid() bool { return f.qerr != nil || f.r != nil }
+func (f tryFailure) valid() bool { return f.qerr != nil || f.r != nil }
 
 // fatal reports whether a poll ends the Lock: its context ended, or no
 // majority is possible.
-func (f failure) fatal() bool { return f.cause != nil || f.unusable != "" }
+func (f tryFailure) fatal() bool { return f.cause != nil || f.unusable != "" }
 
-// err is the error a Lock that ends after f returns, with cause if not nil.
-func (f failure) err(c *Client, key string, ctx context.Context, cause error) *QuorumError {
+// lockError is the error a Lock that ends after f returns, with cause if not nil.
+func (f tryFailure) lockError(c *Client, key string, ctx context.Context, cause error) *QuorumError {
 	qerr := f.qerr
 	switch {
 	case qerr != nil:
@@ -323,22 +323,22 @@ func (f failure) err(c *Client, key string, ctx context.Context, cause error) *Q
 	return qerr
 }
 
-// poll joins w to the key's queue on every node, or refreshes its place,
+// pollQueue joins w to the key's queue on every node, or refreshes its place,
 // and tells whether w may attempt now: a zero failure when w is first on a
 // majority of nodes that have the key free. A node that has w first and
 // the key free counts for; any other answer against.
-func (c *Client) poll(ctx context.Context, lc *lockConfig, w *waiter) failure {
+func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFailure {
 	if err := ctx.Err(); err != nil {
-		return failure{cause: err}
+		return tryFailure{cause: err}
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
 	o := &wire.Op{Kind: wire.OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
 	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
 	r.finish(&c.bg, nil)
 	if r.tally.won() {
-		return failure{}
+		return tryFailure{}
 	}
-	f := failure{r: r, unusable: c.unusable(r)}
+	f := tryFailure{r: r, unusable: c.unusable(r)}
 	// First where the key is held: look again when the holder's keys are
 	// gone at the latest. Free where another is first: when that waiter's
 	// place lapses, should it be gone.
