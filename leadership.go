@@ -1,0 +1,146 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// This file is one term of leading an election: the Leadership a
+// campaign wins, and Lead, which campaigns, runs work while leading and
+// resigns.
+
+// Leadership is one term of leading an election, from [Election.Campaign].
+// It is kept alive on the nodes (auto-extension) until Resign, until the
+// Client is closed, or until it can no longer be kept, which [Leadership.Done]
+// tells.
+type Leadership struct {
+	e     *Election
+	l     *Lock
+	mu    sync.Mutex
+	value string // advertised
+	seq   uint64 // announcements made
+}
+
+// Term returns the leadership's term: its fencing token, strictly larger
+// than every earlier leadership's of the election, and never shared.
+// Downstream systems that refuse a term lower than one they have seen are
+// safe from a leader that was paused past its leadership (docs/election.md).
+func (ld *Leadership) Term() uint64 { return ld.l.Fence() }
+
+// Value returns the value the leadership advertises.
+func (ld *Leadership) Value() string {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	return ld.value
+}
+
+// Election returns the election led.
+func (ld *Leadership) Election() *Election { return ld.e }
+
+// Done returns a channel that is closed when the leadership ends: after
+// Resign or Close, or when it could not be extended, TTL/10 before its
+// validity runs out (so that the leader has that long to stop before
+// another candidate can lead). [Leadership.Err] then says why.
+func (ld *Leadership) Done() <-chan struct{} { return ld.l.Done() }
+
+// Err returns nil while the leadership holds; once Done is closed, why it
+// ended: an error matching [ErrExpired] or [ErrTakenOver] (lost), or
+// [ErrReleased] (resigned, or the Client closed).
+func (ld *Leadership) Err() error { return ld.l.Err() }
+
+// Validity returns how long the leadership is valid at least, as
+// [Lock.Validity].
+func (ld *Leadership) Validity() time.Duration { return ld.l.Validity() }
+
+// Lock returns the lock under the leadership, for what a Lock offers
+// beyond it (its key, Validity, Token). Unlock on it is Resign.
+func (ld *Leadership) Lock() *Lock { return ld.l }
+
+// Resign ends the leadership at once: the next candidate is woken and
+// leads about one round trip later. Errors are those of [Lock.Unlock];
+// after the leadership ended for another reason, it returns that reason.
+func (ld *Leadership) Resign(ctx context.Context) error { return ld.l.Unlock(ctx) }
+
+// Proclaim changes the value the leadership advertises, without an
+// election: it succeeds when a majority of nodes stored it, and observers
+// see it. On failure the error is a [*QuorumError]: matching ErrExpired or
+// ErrTakenOver, the leadership has ended; matching ErrNotObtained, too few
+// nodes answered and the leadership goes on (nodes may show either value).
+func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
+	if len(value) > maxValueLen {
+		return invalid("value is %d bytes, more than %d", len(value), maxValueLen)
+	}
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	// A failed announcement may still have reached some nodes: its number
+	// is used up either way, so that the next one reads as newer.
+	ld.seq++
+	if err := ld.l.proclaim(ctx, encodeLeader(ld.Term(), ld.seq, value), int64(ld.Term())); err != nil {
+		return err
+	}
+	ld.value = value
+	return nil
+}
+
+// Lead campaigns with value, runs fn while leading, and resigns when fn
+// returns. fn's context is cancelled when the leadership is lost, with
+// [context.Cause] an error matching ErrExpired or ErrTakenOver, TTL/10
+// before it could have run out, or when the Client is closed (cause
+// [ErrClosed]); fn must then stop. Its Err and Done look at the clock (as
+// [Lock.Err] does), so a leader resumed after a pause past that point
+// finds its context cancelled at its first look. Lead returns fn's error
+// joined with the leadership's: the campaign's error, why it was lost, or
+// the resignation's.
+//
+// With [WithRecampaign], a lost leadership is followed by a new campaign
+// (and fn runs again, in a new term) until ctx ends, fn returns while
+// leading, or the Client is closed.
+func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error, opts ...Option) error {
+	if fn == nil {
+		return invalid("nil function")
+	}
+	var lc lockConfig
+	if err := applyCall(&lc, toLead, opts); err != nil {
+		return err
+	}
+	for {
+		err, lost := e.leadOnce(ctx, value, fn)
+		if !lost || !lc.recampaign || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// leadOnce is one term of Lead; lost reports that the leadership ended
+// under fn (not by Close).
+func (e *Election) leadOnce(ctx context.Context, value string, fn func(ctx context.Context, ld *Leadership) error) (err error, lost bool) {
+	work, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	ld, err := e.campaign(ctx, value, func(err error) { cancel(err) })
+	if err != nil {
+		return err, false
+	}
+	err = fn(lockContext{work, ld.l}, ld)
+	ended := ld.Err() // before the resignation: nil unless the leadership was lost
+	rerr := ld.Resign(context.WithoutCancel(ctx))
+	switch cause := context.Cause(work); {
+	case errors.Is(cause, ErrClosed):
+		return errors.Join(err, cause), false
+	case ended != nil:
+		return errors.Join(err, ended), true
+	case rerr != nil:
+		return errors.Join(err, rerr), false
+	}
+	return err, false
+}
+
+// WithRecampaign makes [Election.Lead] campaign again after a lost
+// leadership, instead of returning. It applies to Lead only.
+func WithRecampaign() Option {
+	return lockOption("WithRecampaign", toLead, func(c *lockConfig) error {
+		c.recampaign = true
+		return nil
+	})
+}
