@@ -50,7 +50,7 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
 	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), ttl)
-	if a.lc.fencing && a.mode != wire.ModeRead { // readers get no fencing token
+	if a.lc.fencing && a.takesFence() {
 		o.Kind, o.Fence = wire.OpAcquireFenced, c.propose()
 	}
 	o.Place = a.place
@@ -180,7 +180,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	if hint := c.unusable(a.r); hint != "" && qerr.cause == nil {
 		qerr.unusable, qerr.detail = true, hint
 	}
-	qerr.retryAfter = retryHint(a.r, c.quorum(), a.end.Sub(a.start), a.rkeys != nil)
+	qerr.retryAfter = retryHint(a.r, c.quorum(), a.end.Sub(a.start), a.multiKey())
 	if c.observing() {
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}

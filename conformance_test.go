@@ -60,7 +60,7 @@ func withPlace(o *wire.Op, id string, ticket int64, lease time.Duration) *wire.O
 
 func withWake(o *wire.Op) *wire.Op { o.Wake = wakePrefix; return o }
 
-func withKeys(o *wire.Op, keys ...string) *wire.Op { o.Keys = keys; return o }
+func withKeys(o *wire.Op, keys ...string) *wire.Op { o.Keys, o.Mode = keys, wire.ModeSet; return o }
 
 func withMode(o *wire.Op, m wire.Mode) *wire.Op { o.Mode = m; return o }
 

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,31 +216,4 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 		l.endEarly(qerr)
 	}
 	return qerr
-}
-
-// target is what a lock locks: one key, or the keys of a multi-key lock.
-type target struct {
-	key   string    // as given; a multi-key lock's keys joined by spaces
-	rkey  string    // the Redis key; a multi-key lock's first
-	keys  []string  // a multi-key lock's keys as given; nil for one key
-	rkeys []string  // a multi-key lock's Redis keys (sorted); nil for one key
-	mode  wire.Mode // a read-write lock's side (one key)
-}
-
-// target is the target of a lock on one key.
-func (c *Client) target(key string) target { return target{key: key, rkey: c.redisKey(key)} }
-
-// op prepares an op of kind on the target's keys.
-func (t *target) op(kind wire.Kind, token, value string, ttl time.Duration) *wire.Op {
-	o := wire.NewOp(kind, t.rkey, token, value, ttl)
-	o.Keys, o.Mode = t.rkeys, t.mode
-	return o
-}
-
-// given returns the target's keys, as given.
-func (t *target) given() []string {
-	if t.keys == nil {
-		return []string{t.key}
-	}
-	return slices.Clone(t.keys)
 }

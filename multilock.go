@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/redlock-go/redlock/internal/nodeio"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // MultiLock locks several keys together: all of them, or none. On each
@@ -67,7 +68,7 @@ func (c *Client) MultiLock(keys []string, opts ...Option) (*MultiLock, error) {
 	if len(keys) == 1 {
 		return m, nil
 	}
-	m.t.key, m.t.keys = strings.Join(keys, " "), slices.Clone(keys)
+	m.t.key, m.t.keys, m.t.mode = strings.Join(keys, " "), slices.Clone(keys), wire.ModeSet
 	// The same order on every caller: nodes refusing a set name the same
 	// key's holder (see acquireMultiSrc), which retryHint counts.
 	m.t.rkeys = make([]string, len(keys))

@@ -141,10 +141,7 @@ func (c *Client) track(l *Lock) error {
 		return err
 	}
 	c.held[l] = struct{}{}
-	if l.rkeys == nil && l.mode != wire.ModeRead { // a reader does not hold the key
-		c.hand.acquired(l.rkey, l)
-	}
-	for _, k := range l.rkeys {
+	for _, k := range l.heldKeys() {
 		c.hand.acquired(k, l)
 	}
 	if l.cfg.autoExtend {

@@ -120,7 +120,7 @@ var mutants = []mutant{
 		"local v = redis.call('GET', KEYS[1])", "local v = false"),
 	scriptMutant("fenced acquire hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
-	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Keys: []string{}}).Source(),
+	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"local refused, again = free()", "local refused, again = nil, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
 		"local v = redis.call('GET', KEYS[1])\nif v then", "local v = redis.call('GET', KEYS[1])\nif false then"),

@@ -243,7 +243,7 @@ func (l *Lock) isReleased() bool {
 // (or has ended), with the first waiters its release round named (one
 // key only: a multi-key release wakes through the notices alone).
 func (l *Lock) handOver(heads []string) {
-	if l.rkeys == nil {
+	if !l.multiKey() {
 		l.c.hand.released(l.rkey, l.token, heads)
 		return
 	}

@@ -42,10 +42,6 @@ end
 // when the counter is not a number or would reach 2^53.
 var acquireFencedSrc = acquireFencedScript("")
 
-// acquireWriteFencedSrc is acquireFencedSrc for a read-write lock's
-// writer, refused while readers hold, as acquireWriteSrc is.
-var acquireWriteFencedSrc = acquireFencedScript(readersIf(7))
-
 // acquireFencedScript is acquireFencedSrc with check run first where the
 // key is free.
 func acquireFencedScript(check string) string {

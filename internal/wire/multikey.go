@@ -111,3 +111,8 @@ end
 if again then return {2, f} end
 return {1, f}
 `
+
+// setScripts are a multi-key lock's: its acquires, extend and release go
+// over every key of the op's Keys; its fence write-back is the mutex's,
+// which takes the keys it is given.
+var setScripts = scriptSet{OpAcquire: acquireMultiSrc, OpAcquireFenced: acquireMultiFencedSrc, OpExtend: extendMultiSrc, OpRelease: releaseMultiSrc}

@@ -11,11 +11,6 @@ package wire
 // holder with a majority from a split vote; it never leaves the library.
 var acquireSrc = acquireScript("")
 
-// acquireWriteSrc is acquireSrc for a read-write lock's writer: a free key
-// is granted only where no reader holds (see readersLua); otherwise the
-// refusal is {−(the readers' longest lease left + 1), ReadersHolder}.
-var acquireWriteSrc = acquireScript(readersIf(4))
-
 // acquireScript is acquireSrc with check run first where the key is free.
 func acquireScript(check string) string {
 	return `
@@ -81,3 +76,11 @@ if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 end
 return 1
 `
+
+// mutexScripts are a mutex holder's, and the ops every primitive shares
+// (inspect, the wait queue, the fence write-back, an election's proclaim):
+// the scripts of any kind a primitive has none of its own for.
+var mutexScripts = scriptSet{
+	OpAcquire: acquireSrc, OpExtend: extendSrc, OpRelease: releaseSrc, OpInspect: inspectSrc,
+	OpAcquireFenced: acquireFencedSrc, OpFenceWrite: fenceWriteSrc, OpQueue: queueSrc, OpProclaim: proclaimSrc,
+}

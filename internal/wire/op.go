@@ -14,7 +14,7 @@ type Op struct {
 	Kind              Kind
 	Key, Token, Value string        // key: the lock key, or a multi-key lock's first key (Cluster routing)
 	Keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
-	Mode              Mode          // a read-write lock's side: selects its scripts
+	Mode              Mode          // the primitive: selects its scripts
 	TTL               time.Duration // TTL, or cooldown for release
 	Fence             int64         // OpFenceWrite: the token to write back; OpAcquireFenced: the proposal; OpProclaim: the term
 	Quiet             bool          // OpQueue: leave the queue
@@ -58,14 +58,16 @@ func NewFenceWrite(key string, keys []string, token string, t int64) *Op {
 	return &Op{Kind: OpFenceWrite, Key: key, Keys: keys, Token: token, Fence: t}
 }
 
-// Mode is what a lock's holder holds: the key (a mutex, or several
-// keys), or a read-write lock's write or read side.
+// Mode is the primitive an op is for, which selects its script: what a
+// lock's holder holds.
 type Mode uint8
 
 const (
-	ModeMutex Mode = iota
-	ModeWrite      // a read-write lock's writer: the key, where no reader holds
-	ModeRead       // a reader: an entry in the key's readers set
+	ModeMutex Mode = iota // one key, one holder: a mutex, an election, a semaphore's slot
+	ModeSet               // a multi-key lock: every key of Op.Keys, or none
+	ModeWrite             // a read-write lock's writer: the key, where no reader holds
+	ModeRead              // a reader: an entry in the key's readers set
+	modeCount
 )
 
 // Encode builds the wire arguments: the one place that knows each script's

@@ -123,3 +123,19 @@ return 1
 // ReadersLeft stands for the released token in a notice that the last
 // reader left a node (see readReleaseSrc).
 const ReadersLeft = "\x01readers"
+
+// acquireWriteSrc is acquireSrc for a read-write lock's writer: a free key
+// is granted only where no reader holds (see readersLua); otherwise the
+// refusal is {−(the readers' longest lease left + 1), ReadersHolder}.
+var acquireWriteSrc = acquireScript(readersIf(4))
+
+// acquireWriteFencedSrc is acquireFencedSrc for a read-write lock's
+// writer, refused while readers hold, as acquireWriteSrc is.
+var acquireWriteFencedSrc = acquireFencedScript(readersIf(7))
+
+// readScripts are a reader's; writeScripts a writer's, where they differ
+// from a mutex holder's: a writer extends and releases as a mutex does.
+var (
+	readScripts  = scriptSet{OpAcquire: readAcquireSrc, OpExtend: readExtendSrc, OpRelease: readReleaseSrc}
+	writeScripts = scriptSet{OpAcquire: acquireWriteSrc, OpAcquireFenced: acquireWriteFencedSrc}
+)

@@ -22,61 +22,38 @@ type script struct {
 	src, sha any
 }
 
-// The scripts beyond one per op kind: a multi-key lock's acquires,
-// extend and release (an op with keys), and a read-write lock's writer acquires and
-// reader ops (by the op's mode).
-const (
-	scriptAcquireMulti = OpProclaim + 1 + iota
-	scriptAcquireMultiFenced
-	scriptAcquireWrite
-	scriptAcquireWriteFenced
-	scriptReadAcquire
-	scriptReadExtend
-	scriptReadRelease
-	scriptExtendMulti
-	scriptReleaseMulti
-	scriptCount
-)
+const kindCount = int(OpProclaim) + 1
 
-var scripts = func() [scriptCount]script {
-	var s [scriptCount]script
-	for k, src := range [...]string{OpAcquire: acquireSrc, OpExtend: extendSrc, OpRelease: releaseSrc, OpInspect: inspectSrc,
-		OpAcquireFenced: acquireFencedSrc, OpFenceWrite: fenceWriteSrc, OpQueue: queueSrc, OpProclaim: proclaimSrc,
-		scriptAcquireMulti: acquireMultiSrc, scriptAcquireMultiFenced: acquireMultiFencedSrc,
-		scriptAcquireWrite: acquireWriteSrc, scriptAcquireWriteFenced: acquireWriteFencedSrc,
-		scriptReadAcquire: readAcquireSrc, scriptReadExtend: readExtendSrc, scriptReadRelease: readReleaseSrc,
-		scriptExtendMulti: extendMultiSrc, scriptReleaseMulti: releaseMultiSrc} {
-		s[k] = script{src: src, sha: redis.NewScript(src).Hash()}
+// scriptSet is a primitive's scripts, by op kind: where it has none of its
+// own for a kind, an op of that kind runs the mutex's.
+type scriptSet [kindCount]string
+
+// byMode is every primitive's scripts. A new primitive adds its Mode, a
+// file of its scripts that declares its scriptSet, and a row here.
+var byMode = [modeCount]scriptSet{
+	ModeMutex: mutexScripts,
+	ModeSet:   setScripts,
+	ModeWrite: writeScripts,
+	ModeRead:  readScripts,
+}
+
+// scripts is byMode with each script's SHA1, made once, the mutex's filled
+// in where a primitive has none of its own.
+var scripts = func() (t [modeCount][kindCount]script) {
+	for m := range byMode {
+		for k := range kindCount {
+			src := byMode[m][k]
+			if src == "" {
+				src = byMode[ModeMutex][k]
+			}
+			t[m][k] = script{src: src, sha: redis.NewScript(src).Hash()}
+		}
 	}
-	return s
+	return t
 }()
 
-// script is the op's script: its kind's, or the variant its keys or
-// mode ask for.
-func (o *Op) script() script {
-	k := o.Kind
-	switch {
-	case o.Keys != nil && k == OpAcquire:
-		return scripts[scriptAcquireMulti]
-	case o.Keys != nil && k == OpAcquireFenced:
-		return scripts[scriptAcquireMultiFenced]
-	case o.Keys != nil && k == OpExtend:
-		return scripts[scriptExtendMulti]
-	case o.Keys != nil && k == OpRelease:
-		return scripts[scriptReleaseMulti]
-	case o.Mode == ModeWrite && k == OpAcquire:
-		return scripts[scriptAcquireWrite]
-	case o.Mode == ModeWrite && k == OpAcquireFenced:
-		return scripts[scriptAcquireWriteFenced]
-	case o.Mode == ModeRead && k == OpAcquire:
-		return scripts[scriptReadAcquire]
-	case o.Mode == ModeRead && k == OpExtend:
-		return scripts[scriptReadExtend]
-	case o.Mode == ModeRead && k == OpRelease:
-		return scripts[scriptReadRelease]
-	}
-	return scripts[o.Kind]
-}
+// script is the op's script: its primitive's (Mode) for its kind.
+func (o *Op) script() script { return scripts[o.Mode][o.Kind] }
 
 // Source is the Lua source of the op's script.
 func (o *Op) Source() string { return o.script().src.(string) }

@@ -1,0 +1,57 @@
+package redlock
+
+import (
+	"slices"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// target is what a primitive hands the engine (attempt, wait, Lock): what
+// its locks lock, and which of the wire's scripts do it (mode). Every
+// difference between primitives that the engine must know is a method
+// here.
+type target struct {
+	key   string    // as given; a multi-key lock's keys joined by spaces
+	rkey  string    // the Redis key; a multi-key lock's first
+	keys  []string  // a multi-key lock's keys as given; nil for one key
+	rkeys []string  // a multi-key lock's Redis keys (sorted); nil for one key
+	mode  wire.Mode // the primitive's scripts: a mutex's, a set's, a read-write lock's side
+}
+
+// target is the target of a lock on one key.
+func (c *Client) target(key string) target { return target{key: key, rkey: c.redisKey(key)} }
+
+// op prepares an op of kind on the target's keys.
+func (t *target) op(kind wire.Kind, token, value string, ttl time.Duration) *wire.Op {
+	o := wire.NewOp(kind, t.rkey, token, value, ttl)
+	o.Keys, o.Mode = t.rkeys, t.mode
+	return o
+}
+
+// given returns the target's keys, as given.
+func (t *target) given() []string {
+	if t.keys == nil {
+		return []string{t.key}
+	}
+	return slices.Clone(t.keys)
+}
+
+// multiKey reports whether the target is a multi-key lock's keys.
+func (t *target) multiKey() bool { return t.mode == wire.ModeSet }
+
+// takesFence reports whether a grant of the target can carry a fencing
+// token: not a reader's, which holds no key.
+func (t *target) takesFence() bool { return t.mode != wire.ModeRead }
+
+// heldKeys returns the Redis keys a holder of the target holds, whose wait
+// queues its release hands over: none for a reader.
+func (t *target) heldKeys() []string {
+	switch {
+	case t.mode == wire.ModeRead:
+		return nil
+	case t.multiKey():
+		return t.rkeys
+	}
+	return []string{t.rkey}
+}
