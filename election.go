@@ -85,9 +85,6 @@ func (c *Client) Election(name string, opts ...Option) (*Election, error) {
 	return &Election{c: c, name: name, key: key, rkey: c.redisKey(key), lc: lc}, nil
 }
 
-// Name returns the election's name.
-func (e *Election) Name() string { return e.name }
-
 // Campaign waits until this caller leads the election, or ctx ends or the
 // Client is closed, and returns the leadership. value is advertised to
 // [Election.Leader] and [Election.Observe] while it leads (at most 4075

@@ -95,7 +95,7 @@ func TestElectionResignHandsOver(t *testing.T) {
 			require.Equal(t, want, r.ld.Value())
 			require.Zero(t, time.Since(start), "the resignation did not wake %s", want)
 			require.Greater(t, r.ld.Term(), prev.Term())
-			require.ErrorIs(t, prev.Err(), ErrReleased)
+			require.ErrorIs(t, prev.Lock().Err(), ErrReleased)
 			got, err := e1.Leader(ctx)
 			require.NoError(t, err)
 			require.Equal(t, Leader{Value: want, Term: r.ld.Term(), seq: 1}, got)
@@ -127,16 +127,16 @@ func TestElectionDeadLeader(t *testing.T) {
 			next <- ld
 		}()
 		time.Sleep(5 * ttl) // extended all along
-		require.NoError(t, ld.Err())
+		require.NoError(t, ld.Lock().Err())
 		lastExtension := time.Now().Add(-ttl / 3)
 		for time.Since(lastExtension) >= ttl/3 { // land right after an extension
 			time.Sleep(time.Millisecond)
-			lastExtension = time.Now().Add(ld.Validity() - ttl + drift(ttl, defaultDriftFactor))
+			lastExtension = time.Now().Add(ld.Lock().Validity() - ttl + drift(ttl, defaultDriftFactor))
 		}
-		validUntil := time.Now().Add(ld.Validity())
+		validUntil := time.Now().Add(ld.Lock().Validity())
 		cut.Store(true)
-		<-ld.Done()
-		require.ErrorIs(t, ld.Err(), ErrExpired)
+		<-ld.Lock().Done()
+		require.ErrorIs(t, ld.Lock().Err(), ErrExpired)
 		require.GreaterOrEqual(t, time.Until(validUntil), ttl/10-time.Millisecond, "Done was not closed with TTL/10 left")
 		nl := <-next
 		took := time.Now()

@@ -363,8 +363,8 @@ func ExampleElection_Campaign() {
 	defer ld.Resign(context.Background())
 	for {
 		select {
-		case <-ld.Done():
-			log.Printf("no longer leading: %v", ld.Err())
+		case <-ld.Lock().Done():
+			log.Printf("no longer leading: %v", ld.Lock().Err())
 			return
 		case <-time.After(time.Second):
 			fmt.Println("serving partition 7 in term", ld.Term())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 )
 
 // This file is one term of leading an election: the Leadership a
@@ -13,8 +12,8 @@ import (
 
 // Leadership is one term of leading an election, from [Election.Campaign].
 // It is kept alive on the nodes (auto-extension) until Resign, until the
-// Client is closed, or until it can no longer be kept, which [Leadership.Done]
-// tells.
+// Client is closed, or until it can no longer be kept, which its lock's
+// Done tells ([Leadership.Lock]).
 type Leadership struct {
 	e     *Election
 	l     *Lock
@@ -36,26 +35,13 @@ func (ld *Leadership) Value() string {
 	return ld.value
 }
 
-// Election returns the election led.
-func (ld *Leadership) Election() *Election { return ld.e }
-
-// Done returns a channel that is closed when the leadership ends: after
-// Resign or Close, or when it could not be extended, TTL/10 before its
-// validity runs out (so that the leader has that long to stop before
-// another candidate can lead). [Leadership.Err] then says why.
-func (ld *Leadership) Done() <-chan struct{} { return ld.l.Done() }
-
-// Err returns nil while the leadership holds; once Done is closed, why it
-// ended: an error matching [ErrExpired] or [ErrTakenOver] (lost), or
-// [ErrReleased] (resigned, or the Client closed).
-func (ld *Leadership) Err() error { return ld.l.Err() }
-
-// Validity returns how long the leadership is valid at least, as
-// [Lock.Validity].
-func (ld *Leadership) Validity() time.Duration { return ld.l.Validity() }
-
-// Lock returns the lock under the leadership, for what a Lock offers
-// beyond it (its key, Validity, Token). Unlock on it is Resign.
+// Lock returns the lock under the leadership. Its Done is closed when the
+// leadership ends: after Resign or Close, or when it could not be
+// extended, TTL/10 before its validity runs out (so that the leader has
+// that long to stop before another candidate can lead); its Err then says
+// why: an error matching [ErrExpired] or [ErrTakenOver] (lost), or
+// [ErrReleased] (resigned, or the Client closed). Its Validity is how long
+// the leadership is valid at least. Unlock on it is Resign.
 func (ld *Leadership) Lock() *Lock { return ld.l }
 
 // Resign ends the leadership at once: the next candidate is woken and
@@ -123,7 +109,7 @@ func (e *Election) leadOnce(ctx context.Context, value string, fn func(ctx conte
 		return err, false
 	}
 	err = fn(lockContext{work, ld.l}, ld)
-	ended := ld.Err() // before the resignation: nil unless the leadership was lost
+	ended := ld.l.Err() // before the resignation: nil unless the leadership was lost
 	rerr := ld.Resign(context.WithoutCancel(ctx))
 	switch cause := context.Cause(work); {
 	case errors.Is(cause, ErrClosed):

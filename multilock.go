@@ -124,9 +124,6 @@ func hashSlot(key string) int {
 	return int(crc) % 16384
 }
 
-// Keys returns the lock's keys, as given.
-func (m *MultiLock) Keys() []string { return m.t.given() }
-
 // TryLock makes exactly one attempt to lock every key. On failure the
 // error is a [*QuorumError] matching [ErrNotObtained].
 func (m *MultiLock) TryLock(ctx context.Context) (*Lock, error) {
@@ -160,5 +157,5 @@ func (m *MultiLock) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // Inspect returns what every node holds at each key, in the order given
 // (see [Client.Inspect]).
 func (m *MultiLock) Inspect(ctx context.Context) ([]*KeyState, error) {
-	return m.c.inspect(ctx, m.Keys(), "")
+	return m.c.inspect(ctx, m.t.given(), "")
 }

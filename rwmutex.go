@@ -30,7 +30,6 @@ import (
 // re-enters with its token ([WithToken]) is let in.
 type RWMutex struct {
 	c    *Client
-	name string
 	w, r target // the writer's and the readers' target: the same Redis key
 	lc   lockConfig
 }
@@ -47,15 +46,12 @@ func (c *Client) RWMutex(name string, opts ...Option) (*RWMutex, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &RWMutex{c: c, name: name, lc: lc, w: c.target(key)}
+	m := &RWMutex{c: c, lc: lc, w: c.target(key)}
 	m.w.mode = wire.ModeWrite
 	m.r = m.w
 	m.r.mode = wire.ModeRead
 	return m, nil
 }
-
-// Name returns the lock's name.
-func (m *RWMutex) Name() string { return m.name }
 
 // Lock takes the write side, waiting as long as ctx allows, in the key's
 // wait queue as [Client.Lock] does (readers count as holders: the writer

@@ -23,7 +23,6 @@ import (
 // queued: a sweep may take a slot freed while another waiter slept.
 type Semaphore struct {
 	c       *Client
-	name    string
 	permits int
 	keys    []string // the slots' lock keys
 	lc      lockConfig
@@ -54,7 +53,7 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) (*Semaphore
 	if lc.token != "" {
 		return nil, invalid("WithToken does not apply to a semaphore: a token could hold two permits")
 	}
-	s := &Semaphore{c: c, name: name, permits: permits, lc: lc, keys: make([]string, permits)}
+	s := &Semaphore{c: c, permits: permits, lc: lc, keys: make([]string, permits)}
 	for i := range s.keys {
 		s.keys[i] = slotKey(name, i)
 	}
@@ -63,12 +62,6 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) (*Semaphore
 
 // slotKey is the lock key of a semaphore's slot i.
 func slotKey(name string, i int) string { return "sem:" + name + ":" + strconv.Itoa(i) }
-
-// Name returns the semaphore's name.
-func (s *Semaphore) Name() string { return s.name }
-
-// Permits returns the semaphore's number of permits.
-func (s *Semaphore) Permits() int { return s.permits }
 
 // TryAcquire makes one sweep: one attempt at each slot, in a random order,
 // until one is granted. On failure the error is a [*QuorumError] matching

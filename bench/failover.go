@@ -118,8 +118,8 @@ func candidateChild(spec string) int {
 			if err := ld.Resign(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "candidate: resign:", err)
 			}
-		case <-ld.Done():
-			fmt.Fprintln(os.Stderr, "candidate: leadership lost:", ld.Err())
+		case <-ld.Lock().Done():
+			fmt.Fprintln(os.Stderr, "candidate: leadership lost:", ld.Lock().Err())
 		}
 	}
 }

@@ -143,10 +143,10 @@ func TestElectionFailover(t *testing.T) {
 	}()
 	waitQueued(t, nodes, "election:"+name, 1)
 	time.Sleep(2 * ttl) // extended meanwhile
-	if err := ld.Err(); err != nil {
+	if err := ld.Lock().Err(); err != nil {
 		t.Fatalf("the leadership ended while its nodes were reachable: %v", err)
 	}
-	validUntil := time.Now().Add(ld.Validity())
+	validUntil := time.Now().Add(ld.Lock().Validity())
 	for _, p := range proxies {
 		p.Partition(t)
 	}
@@ -156,12 +156,12 @@ func TestElectionFailover(t *testing.T) {
 		}
 	}()
 	select {
-	case <-ld.Done():
+	case <-ld.Lock().Done():
 	case <-time.After(time.Minute):
 		t.Fatal("the cut-off leader still leads")
 	}
-	if !errors.Is(ld.Err(), redlock.ErrExpired) {
-		t.Fatalf("the leadership ended with %v, want ErrExpired", ld.Err())
+	if !errors.Is(ld.Lock().Err(), redlock.ErrExpired) {
+		t.Fatalf("the leadership ended with %v, want ErrExpired", ld.Lock().Err())
 	}
 	n := <-next
 	if n.ld == nil {
@@ -234,7 +234,7 @@ func TestChaosElection(t *testing.T) {
 					continue
 				}
 				from := time.Now()
-				until := from.Add(ld.Validity())
+				until := from.Add(ld.Lock().Validity())
 				d := time.Duration(rand.IntN(100)) * time.Millisecond
 				if rand.IntN(5) == 0 {
 					d = 400 * time.Millisecond // extended on the way
@@ -246,10 +246,10 @@ func TestChaosElection(t *testing.T) {
 					select {
 					case <-end:
 						break hold
-					case <-ld.Done():
+					case <-ld.Lock().Done():
 						break hold
 					case <-time.After(time.Millisecond):
-						if v := ld.Validity(); v > 0 {
+						if v := ld.Lock().Validity(); v > 0 {
 							until = time.Now().Add(v) // a lower bound of the validity's end
 						}
 						if proclaim {

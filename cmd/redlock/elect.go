@@ -135,11 +135,11 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 			return exitFailure
 		}
 		return 0
-	case <-ld.Done():
-		if errors.Is(ld.Err(), redlock.ErrReleased) {
+	case <-ld.Lock().Done():
+		if errors.Is(ld.Lock().Err(), redlock.ErrReleased) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "redlock elect: the leadership ended: %v\n", ld.Err())
+		fmt.Fprintf(stderr, "redlock elect: the leadership ended: %v\n", ld.Lock().Err())
 		return exitEnded
 	}
 }
