@@ -7,48 +7,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 // exitViolation is demo's status when its checker saw two holders at once
 // or a fencing token that went backwards.
 const exitViolation = 1
-
-// demoNode is one lock node of the demo: killed like a crash, and restored
-// with its data, as a Redis restarting from its AOF would be.
-type demoNode interface {
-	addr() string
-	kill()
-	restore() error
-	close()
-}
-
-// embedded is a node served by miniredis inside this process. miniredis
-// expires keys only when told that time passed, so a clock goroutine
-// fast-forwards it in step with real time.
-type embedded struct{ m *miniredis.Miniredis }
-
-func (e embedded) addr() string   { return e.m.Addr() }
-func (e embedded) kill()          { e.m.Close() }
-func (e embedded) restore() error { return e.m.Restart() }
-func (e embedded) close()         { e.m.Close() }
-
-// process is a redis-server process, with every write fsynced to its AOF.
-type process struct{ s *redisproc.Server }
-
-func (p process) addr() string   { return p.s.Addr }
-func (p process) kill()          { p.s.Stop() }
-func (p process) restore() error { return p.s.Restart() }
-func (p process) close()         { p.s.Close() }
 
 type demoConfig struct {
 	duration    time.Duration
@@ -144,43 +114,6 @@ func (d *demo) event(start time.Time, format string, args ...any) {
 	if d.cfg.plain {
 		fmt.Fprintln(d.out, line)
 	}
-}
-
-// startNodes starts the nodes: redis-server processes when asked for, or
-// when redis-server is installed and embedded nodes were not asked for.
-func (d *demo) startNodes() error {
-	useProcesses := d.cfg.redisServer
-	if !d.cfg.redisServer && !d.cfg.embedded {
-		_, err := redisproc.Find()
-		useProcesses = err == nil
-	}
-	for range d.cfg.nodes {
-		var n demoNode
-		if useProcesses {
-			s, err := redisproc.Start(redisproc.Config{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
-			if err != nil {
-				return err
-			}
-			n = process{s}
-		} else {
-			m := miniredis.NewMiniRedis()
-			if err := m.Start(); err != nil {
-				return err
-			}
-			n = embedded{m}
-		}
-		d.nodes = append(d.nodes, n)
-	}
-	d.up = make([]atomic.Bool, len(d.nodes))
-	for i := range d.up {
-		d.up[i].Store(true)
-	}
-	if useProcesses {
-		d.kind = "redis-server processes (appendfsync always)"
-	} else {
-		d.kind = "embedded nodes (miniredis, in this process; no redis-server needed)"
-	}
-	return nil
 }
 
 func (d *demo) run(ctx context.Context) error {
@@ -300,25 +233,6 @@ func (d *demo) script(ctx context.Context, start time.Time) {
 	}
 }
 
-func (d *demo) killNodes(from, to int) {
-	for i := from; i < to; i++ {
-		d.up[i].Store(false)
-		d.nodes[i].kill()
-	}
-}
-
-// nodeList names nodes from..to-1, counting from 1 as shown.
-func nodeList(from, to int) string {
-	var names []string
-	for i := from; i < to; i++ {
-		names = append(names, fmt.Sprint(i+1))
-	}
-	if len(names) == 1 {
-		return "node " + names[0]
-	}
-	return "nodes " + strings.Join(names, ", ")
-}
-
 // worker takes the lock again and again, and while holding it writes its
 // fencing token to the checker's store.
 func (d *demo) worker(ctx context.Context, c *redlock.Client, w int) {
@@ -395,92 +309,6 @@ func (d *demo) watch(ctx context.Context, start time.Time) {
 			} else {
 				lines = d.draw(start, rate, refRate, lines)
 			}
-		}
-	}
-}
-
-func (d *demo) upCount() int {
-	n := 0
-	for i := range d.up {
-		if d.up[i].Load() {
-			n++
-		}
-	}
-	return n
-}
-
-func (d *demo) holderName() string {
-	if h := d.holder.Load(); h > 0 {
-		return fmt.Sprintf("worker %d", h)
-	}
-	return "nobody"
-}
-
-// draw repaints the live view in place, over the prev lines drawn last
-// time, and returns how many it drew.
-func (d *demo) draw(start time.Time, rate, refRate float64, prev int) int {
-	var b strings.Builder
-	if prev > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", prev) // back to the top of the view
-	}
-	line := func(format string, args ...any) {
-		b.WriteString("\x1b[2K") // clear the line
-		fmt.Fprintf(&b, format, args...)
-		b.WriteString("\n")
-	}
-	elapsed := min(time.Since(start), d.cfg.duration)
-	const width = 40
-	done := int(float64(width) * elapsed.Seconds() / d.cfg.duration.Seconds())
-	line("  [%s%s] %4.1fs / %v", strings.Repeat("█", done), strings.Repeat("░", width-done), elapsed.Seconds(), d.cfg.duration)
-	var nodes strings.Builder
-	for i := range d.up {
-		if d.up[i].Load() {
-			fmt.Fprintf(&nodes, "\x1b[32m●\x1b[0m%d ", i+1)
-		} else {
-			fmt.Fprintf(&nodes, "\x1b[31m○\x1b[0m%d ", i+1)
-		}
-	}
-	up, q := d.upCount(), len(d.nodes)/2+1
-	majority := "\x1b[32mmajority up\x1b[0m"
-	if up < q {
-		majority = "\x1b[31mno majority: the lock cannot be had\x1b[0m"
-	}
-	line("  nodes     %s  %d of %d up, %d needed: %s", nodes.String(), up, len(d.nodes), q, majority)
-	line("  holder    %-9s  fence %d", d.holderName(), d.fence.Load())
-	line("  rate      %.0f acquisitions/s, %.0f refusals/s", rate, refRate)
-	line("  so far    %d acquisitions, %d hand-offs, %d refusals, %d violations", d.acquired.Load(), d.handoffs.Load(), d.refusals.Load(), d.violations.Load())
-	d.mu.Lock()
-	events := d.events[max(len(d.events)-3, 0):]
-	d.mu.Unlock()
-	for i := range 3 {
-		if i < len(events) {
-			line("  %s", events[i])
-		} else {
-			line("")
-		}
-	}
-	fmt.Fprint(d.out, b.String())
-	return 8
-}
-
-func (d *demo) summary(elapsed time.Duration) {
-	acq := d.acquired.Load()
-	fmt.Fprintf(d.out, "\nSummary after %.1fs:\n", elapsed.Seconds())
-	fmt.Fprintf(d.out, "  acquisitions      %d (%.0f/s)\n", acq, float64(acq)/elapsed.Seconds())
-	fmt.Fprintf(d.out, "  hand-offs         %d (the lock went to another worker)\n", d.handoffs.Load())
-	fmt.Fprintf(d.out, "  refusals          %d (attempts that did not get a majority)\n", d.refusals.Load())
-	fmt.Fprintf(d.out, "  violations        %d (two holders at once, or a fencing token that went backwards)\n", d.violations.Load())
-	fmt.Fprintf(d.out, "  lock unavailable  %.1fs (no holder while the workers wanted it)\n", d.unavailable.Seconds())
-	if d.violations.Load() > 0 {
-		fmt.Fprintln(d.out, "\nVIOLATIONS FOUND: please report this at https://github.com/redlock-go/redlock/issues")
-	}
-}
-
-// countRefusals counts failed attempts through the observer hook.
-func countRefusals(n *atomic.Int64) redlock.Observer {
-	return func(e redlock.Event) {
-		if e.Kind == redlock.EventAcquire && e.Err != nil {
-			n.Add(1)
 		}
 	}
 }

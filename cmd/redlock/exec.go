@@ -20,76 +20,27 @@ import (
 // forwarded are the signals exec passes on to the command.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
+// runExec is `redlock exec`: take a lock (or a permit, a side of a
+// read-write lock, several keys), run a command while it is held, release.
 func runExec(args []string, stdout, stderr io.Writer) int {
 	const name = "exec"
-	fs := newFlags(name, "[flags] KEY [KEY...] -- COMMAND [ARGS...]", stderr)
-	var nf nodeFlags
-	nf.register(fs)
-	wait := fs.Duration("wait", 0, "how long to wait for the lock; 0 tries once")
-	ttl := fs.Duration("ttl", 30*time.Second, "the lock's TTL; it is extended every TTL/3 while COMMAND runs")
-	fencing := fs.Bool("fencing", false, "hand out a fencing token, passed to COMMAND as $REDLOCK_FENCE")
-	host, _ := os.Hostname()
-	meta := fs.String("metadata", fmt.Sprintf("host=%s pid=%d", host, os.Getpid()), "text stored with the lock, shown by inspect")
-	grace := fs.Duration("grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL (default TTL/20)")
-	maxHold := fs.Duration("max-hold", 24*time.Hour, "give the lock up (as lost) after this long, at most 720h")
-	permits := fs.Int("permits", 0, "take one of N permits of semaphore KEY instead of the lock KEY: at most N run at once (1 to 128)")
-	read := fs.Bool("read", false, "take the read side of read-write lock KEY: many readers at once, no writer")
-	write := fs.Bool("write", false, "take the write side of read-write lock KEY: no reader, no other writer")
-	if status, ok := parseFlags(fs, args); !ok {
+	a, status, ok := parseExec(args, stderr)
+	if !ok {
 		return status
 	}
-	rest := fs.Args()
-	if len(rest) == 0 || rest[0] == "--" {
-		return usageError(stderr, name, "missing KEY and COMMAND")
-	}
-	// KEY... -- COMMAND, or KEY COMMAND: several keys need the "--".
-	keys, command := rest[:1], rest[1:]
-	if i := slices.Index(rest, "--"); i >= 0 {
-		keys, command = rest[:i], rest[i+1:]
-	}
-	key := keys[0]
-	if len(command) == 0 {
-		return usageError(stderr, name, "missing COMMAND after %s --", strings.Join(keys, " "))
-	}
-	modes := 0
-	for _, set := range []bool{*permits != 0, *read, *write} {
-		if set {
-			modes++
-		}
-	}
-	switch {
-	case modes > 1:
-		return usageError(stderr, name, "--permits, --read and --write exclude each other")
-	case modes == 1 && len(keys) > 1:
-		return usageError(stderr, name, "--permits, --read and --write take one KEY, not %d", len(keys))
-	}
-	if *wait < 0 {
-		return usageError(stderr, name, "--wait %v is negative", *wait)
-	}
-	if *ttl <= 0 {
-		return usageError(stderr, name, "--ttl %v: want a positive duration", *ttl)
-	}
-	if *grace == 0 {
-		*grace = *ttl / 20
-	}
-	if *grace < 0 {
-		return usageError(stderr, name, "--grace %v is negative", *grace)
-	}
-	clients, err := nf.clients()
+	clients, err := a.nf.clients()
 	if err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
 	defer closeAll(clients)
-	opts := append(nf.options(), redlock.WithTTL(*ttl))
-	c, err := redlock.New(clients, opts...)
+	c, err := redlock.New(clients, append(a.nf.options(), redlock.WithTTL(a.ttl))...)
 	if err != nil {
 		return usageError(stderr, name, "%v", err)
 	}
 	defer c.Close(context.Background())
-
-	lockOpts := []redlock.Option{redlock.WithMetadata(*meta), redlock.WithAutoExtend(0), redlock.WithMaxHold(*maxHold)}
-	if *fencing {
-		lockOpts = append(lockOpts, redlock.WithFencing())
+	tryOnce, waitFor, err := a.acquirers(c)
+	if err != nil {
+		return usageError(stderr, name, "%v", err)
 	}
 	// Signals that arrive while waiting for the lock end the wait.
 	sigs := make(chan os.Signal, 8)
@@ -104,36 +55,11 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		case <-ctx.Done():
 		}
 	}()
-	tryOnce := func(ctx context.Context) (*redlock.Lock, error) { return c.TryLock(ctx, key, lockOpts...) }
-	waitFor := func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, key, lockOpts...) }
-	switch {
-	case *permits != 0:
-		s, err := c.Semaphore(key, *permits, lockOpts...)
-		if err != nil {
-			return usageError(stderr, name, "%v", err)
-		}
-		tryOnce, waitFor = s.TryAcquire, s.Acquire
-	case *read || *write:
-		rw, err := c.RWMutex(key, lockOpts...)
-		if err != nil {
-			return usageError(stderr, name, "%v", err)
-		}
-		tryOnce, waitFor = rw.TryRLock, rw.RLock
-		if *write {
-			tryOnce, waitFor = rw.TryLock, rw.Lock
-		}
-	case len(keys) > 1: // every key or none
-		m, err := c.MultiLock(keys, lockOpts...)
-		if err != nil {
-			return usageError(stderr, name, "%v", err)
-		}
-		tryOnce, waitFor = m.TryLock, m.Lock
-	}
 	var l *redlock.Lock
-	if *wait == 0 {
+	if a.wait == 0 {
 		l, err = tryOnce(ctx)
 	} else {
-		wctx, wcancel := context.WithTimeout(ctx, *wait)
+		wctx, wcancel := context.WithTimeout(ctx, a.wait)
 		l, err = waitFor(wctx)
 		wcancel()
 	}
@@ -141,7 +67,112 @@ func runExec(args []string, stdout, stderr io.Writer) int {
 		return waitFailure(name, err, ctx, stderr)
 	}
 	cancel() // stop the waiting goroutine: from now on, signals go to COMMAND
-	return runLocked(name, l, *grace, command, nil, sigs, stderr)
+	return runLocked(name, l, a.grace, a.command, nil, sigs, stderr)
+}
+
+// execArgs is what `redlock exec` was asked.
+type execArgs struct {
+	nf                        nodeFlags
+	wait, ttl, grace, maxHold time.Duration
+	fencing, read, write      bool
+	meta                      string
+	permits                   int
+	keys, command             []string
+}
+
+// parseExec reads `redlock exec`'s flags and arguments; !ok: exit with
+// status.
+func parseExec(args []string, stderr io.Writer) (a execArgs, status int, ok bool) {
+	const name = "exec"
+	fs := newFlags(name, "[flags] KEY [KEY...] -- COMMAND [ARGS...]", stderr)
+	a.nf.register(fs)
+	fs.DurationVar(&a.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
+	fs.DurationVar(&a.ttl, "ttl", 30*time.Second, "the lock's TTL; it is extended every TTL/3 while COMMAND runs")
+	fs.BoolVar(&a.fencing, "fencing", false, "hand out a fencing token, passed to COMMAND as $REDLOCK_FENCE")
+	host, _ := os.Hostname()
+	fs.StringVar(&a.meta, "metadata", fmt.Sprintf("host=%s pid=%d", host, os.Getpid()), "text stored with the lock, shown by inspect")
+	fs.DurationVar(&a.grace, "grace", 0, "after the lock is lost, how long COMMAND has between SIGTERM and SIGKILL (default TTL/20)")
+	fs.DurationVar(&a.maxHold, "max-hold", 24*time.Hour, "give the lock up (as lost) after this long, at most 720h")
+	fs.IntVar(&a.permits, "permits", 0, "take one of N permits of semaphore KEY instead of the lock KEY: at most N run at once (1 to 128)")
+	fs.BoolVar(&a.read, "read", false, "take the read side of read-write lock KEY: many readers at once, no writer")
+	fs.BoolVar(&a.write, "write", false, "take the write side of read-write lock KEY: no reader, no other writer")
+	if status, ok := parseFlags(fs, args); !ok {
+		return a, status, false
+	}
+	fail := func(format string, args ...any) (execArgs, int, bool) {
+		return a, usageError(stderr, name, format, args...), false
+	}
+	rest := fs.Args()
+	if len(rest) == 0 || rest[0] == "--" {
+		return fail("missing KEY and COMMAND")
+	}
+	// KEY... -- COMMAND, or KEY COMMAND: several keys need the "--".
+	a.keys, a.command = rest[:1], rest[1:]
+	if i := slices.Index(rest, "--"); i >= 0 {
+		a.keys, a.command = rest[:i], rest[i+1:]
+	}
+	if len(a.command) == 0 {
+		return fail("missing COMMAND after %s --", strings.Join(a.keys, " "))
+	}
+	modes := 0
+	for _, set := range []bool{a.permits != 0, a.read, a.write} {
+		if set {
+			modes++
+		}
+	}
+	switch {
+	case modes > 1:
+		return fail("--permits, --read and --write exclude each other")
+	case modes == 1 && len(a.keys) > 1:
+		return fail("--permits, --read and --write take one KEY, not %d", len(a.keys))
+	case a.wait < 0:
+		return fail("--wait %v is negative", a.wait)
+	case a.ttl <= 0:
+		return fail("--ttl %v: want a positive duration", a.ttl)
+	}
+	if a.grace == 0 {
+		a.grace = a.ttl / 20
+	}
+	if a.grace < 0 {
+		return fail("--grace %v is negative", a.grace)
+	}
+	return a, 0, true
+}
+
+// acquirers returns how to try once for what exec was asked to hold, and
+// how to wait for it.
+func (a *execArgs) acquirers(c *redlock.Client) (tryOnce, waitFor func(context.Context) (*redlock.Lock, error), err error) {
+	opts := []redlock.Option{redlock.WithMetadata(a.meta), redlock.WithAutoExtend(0), redlock.WithMaxHold(a.maxHold)}
+	if a.fencing {
+		opts = append(opts, redlock.WithFencing())
+	}
+	key := a.keys[0]
+	switch {
+	case a.permits != 0:
+		s, err := c.Semaphore(key, a.permits, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.TryAcquire, s.Acquire, nil
+	case a.read || a.write:
+		rw, err := c.RWMutex(key, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if a.write {
+			return rw.TryLock, rw.Lock, nil
+		}
+		return rw.TryRLock, rw.RLock, nil
+	case len(a.keys) > 1: // every key or none
+		m, err := c.MultiLock(a.keys, opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		return m.TryLock, m.Lock, nil
+	}
+	tryOnce = func(ctx context.Context) (*redlock.Lock, error) { return c.TryLock(ctx, key, opts...) }
+	waitFor = func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, key, opts...) }
+	return tryOnce, waitFor, nil
 }
 
 // waitFailure reports a failed wait for a lock or leadership, and returns

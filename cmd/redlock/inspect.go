@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -64,28 +65,20 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	defer c.Close(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var reports []inspectReport
-	if *permits != 0 {
-		sem, err := c.Semaphore(key, *permits)
-		if err != nil {
-			return usageError(stderr, name, "%v", err)
-		}
-		states, err := sem.Inspect(ctx)
-		if err != nil {
-			fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
-			return failureStatus(err)
-		}
-		for i, st := range states {
-			reports = append(reports, report(fmt.Sprintf("sem:%s:%d", key, i), st))
-		}
-	} else {
-		s, err := c.Inspect(ctx, key)
-		if err != nil {
-			fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
-			return failureStatus(err)
-		}
-		reports = append(reports, report(key, s))
+	reports, err := inspectKey(ctx, c, key, *permits)
+	if errors.Is(err, redlock.ErrInvalidArgument) {
+		return usageError(stderr, name, "%v", err)
 	}
+	if err != nil {
+		fmt.Fprintf(stderr, "redlock inspect: %v\n", err)
+		return failureStatus(err)
+	}
+	return printReports(stdout, reports, *permits, *asJSON)
+}
+
+// printReports prints what inspect found, as a table or JSON, and returns
+// the exit status: exitUnreachable when too few nodes answered about a key.
+func printReports(stdout io.Writer, reports []inspectReport, permits int, asJSON bool) int {
 	status, held := 0, 0
 	for _, r := range reports {
 		if r.Reachable < r.Quorum {
@@ -96,27 +89,52 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var out any = reports[0]
-	if *permits != 0 {
+	if permits != 0 {
 		out = reports
 	}
 	switch {
-	case *asJSON:
+	case asJSON:
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return exitFailure
 		}
-	case *permits != 0:
+	case permits != 0:
 		for _, r := range reports {
 			fmt.Fprintf(stdout, "%s\n", r.Key)
 			printTable(stdout, r)
 			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintf(stdout, "%d of %d permits held\n", held, *permits)
+		fmt.Fprintf(stdout, "%d of %d permits held\n", held, permits)
 	default:
 		printTable(stdout, reports[0])
 	}
 	return status
+}
+
+// inspectKey reads key from every node: the lock, or with permits > 0
+// the semaphore's slots.
+func inspectKey(ctx context.Context, c *redlock.Client, key string, permits int) ([]inspectReport, error) {
+	if permits == 0 {
+		s, err := c.Inspect(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return []inspectReport{report(key, s)}, nil
+	}
+	sem, err := c.Semaphore(key, permits)
+	if err != nil {
+		return nil, err
+	}
+	states, err := sem.Inspect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reports := make([]inspectReport, len(states))
+	for i, st := range states {
+		reports[i] = report(fmt.Sprintf("sem:%s:%d", key, i), st)
+	}
+	return reports, nil
 }
 
 func report(key string, s *redlock.KeyState) inspectReport {
