@@ -41,44 +41,7 @@ func barChart(title, axis string, bars []bar, logScale bool, mark float64, markL
 	plotW := float64(width - left - right)
 	height := top + rowH*len(bars) + bottomH
 
-	hi := mark
-	lo := math.Inf(1)
-	for _, b := range bars {
-		hi = max(hi, b.Value)
-		if b.Value > 0 {
-			lo = min(lo, b.Value)
-		}
-	}
-	if hi <= 0 {
-		hi = 1
-	}
-	var x func(v float64) float64
-	var ticks []float64
-	if logScale {
-		if math.IsInf(lo, 1) {
-			lo = hi / 10
-		}
-		l0, l1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
-		if l1 == l0 {
-			l1++
-		}
-		x = func(v float64) float64 {
-			if v <= 0 {
-				return 0
-			}
-			return plotW * (math.Log10(v) - l0) / (l1 - l0)
-		}
-		for e := l0; e <= l1; e++ {
-			ticks = append(ticks, math.Pow(10, e))
-		}
-	} else {
-		step := niceStep(hi / 5)
-		hi = math.Ceil(hi/step) * step
-		x = func(v float64) float64 { return plotW * v / hi }
-		for t := 0.0; t <= hi+step/2; t += step {
-			ticks = append(ticks, t)
-		}
-	}
+	x, ticks := scale(bars, plotW, logScale, mark)
 
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
@@ -109,6 +72,50 @@ func barChart(title, axis string, bars []bar, logScale bool, mark float64, markL
 	fmt.Fprintf(&s, `<text x="%.1f" y="%d" text-anchor="middle" fill="#333">%s</text>`+"\n", float64(left)+plotW/2, plotBottom+36, xmlText.Replace(axis))
 	s.WriteString("</svg>\n")
 	return s.String()
+}
+
+// scale returns the plot's x of a value (0 to plotW) and the axis ticks:
+// logarithmic with logScale, else linear from 0; both reach the largest
+// bar and the mark.
+func scale(bars []bar, plotW float64, logScale bool, mark float64) (x func(v float64) float64, ticks []float64) {
+	hi := mark
+	lo := math.Inf(1)
+	for _, b := range bars {
+		hi = max(hi, b.Value)
+		if b.Value > 0 {
+			lo = min(lo, b.Value)
+		}
+	}
+	if hi <= 0 {
+		hi = 1
+	}
+	if logScale {
+		if math.IsInf(lo, 1) {
+			lo = hi / 10
+		}
+		l0, l1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+		if l1 == l0 {
+			l1++
+		}
+		x = func(v float64) float64 {
+			if v <= 0 {
+				return 0
+			}
+			return plotW * (math.Log10(v) - l0) / (l1 - l0)
+		}
+		for e := l0; e <= l1; e++ {
+			ticks = append(ticks, math.Pow(10, e))
+		}
+	} else {
+		step := niceStep(hi / 5)
+		hi = math.Ceil(hi/step) * step
+		x = func(v float64) float64 { return plotW * v / hi }
+		for t := 0.0; t <= hi+step/2; t += step {
+			ticks = append(ticks, t)
+		}
+	}
+
+	return x, ticks
 }
 
 // niceStep rounds a raw tick step up to 1, 2 or 5 times a power of ten.

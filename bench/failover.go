@@ -93,6 +93,12 @@ func candidateChild(spec string) int {
 		fmt.Fprintln(os.Stderr, "candidate:", err)
 		return 1
 	}
+	return candidateLoop(e, say)
+}
+
+// candidateLoop campaigns, leads until a line on stdin asks it to resign
+// (or the leadership is lost), and campaigns again, until stdin closes.
+func candidateLoop(e *redlock.Election, say func(format string, args ...any)) int {
 	resign := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(os.Stdin)
@@ -289,65 +295,25 @@ func failoverOnce(ctx context.Context, addrs, name string, ttl time.Duration, re
 		return row, err
 	}
 	time.Sleep(300 * time.Millisecond) // every candidate queued
-	var terms []uint64
-	var gaps []time.Duration
-	for range resigns {
-		old := el.leader
-		if _, err := io.WriteString(el.procs[old].stdin, "resign\n"); err != nil {
-			return row, err
-		}
-		// The two processes' lines may come in either order.
-		var r, n candidateEvent
-		err := el.until(ctx, "the resignation and the next leader", func(ev candidateEvent) bool {
-			switch {
-			case ev.kind == "RESIGN" && ev.id == old:
-				r = ev
-			case ev.kind == "LEAD" && ev.id != old:
-				n = ev
-			}
-			return r.kind != "" && n.kind != ""
-		})
-		if err != nil {
-			return row, err
-		}
-		el.leader = n.id
-		gaps = append(gaps, n.at.Sub(r.at))
-		terms = append(terms, n.term)
-		time.Sleep(5 * time.Millisecond) // the resigner queues again
+	gaps, terms, err := el.resignations(ctx, resigns)
+	if err != nil {
+		return row, err
 	}
 	s := sorted(gaps)
 	row.Resigns, row.ResignP50, row.ResignP99 = len(s), pct(s, 0.5), pct(s, 0.99)
-
-	gaps = gaps[:0]
-	var after []time.Duration
-	for k := range kills {
-		// Kill at a different point of the extension cycle each time.
-		time.Sleep(ttl/3 + time.Duration(k)*ttl/(3*time.Duration(kills)))
-		old := el.leader
-		p := el.procs[old]
-		killed := time.Now()
-		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			return row, err
-		}
-		delete(el.procs, old)
-		n, err := el.leads(ctx, old)
-		if err != nil {
-			return row, err
-		}
-		gaps = append(gaps, n.at.Sub(killed))
-		a := n.at.Sub(el.valid[old])
-		after = append(after, a)
-		if a < 0 {
-			row.Early++
-		}
-		terms = append(terms, n.term)
-		if err := el.start(); err != nil {
-			return row, err
-		}
+	gaps, after, kterms, err := el.kills(ctx, ttl, kills)
+	if err != nil {
+		return row, err
 	}
+	terms = append(terms, kterms...)
 	for i := 1; i < len(terms); i++ {
 		if terms[i] <= terms[i-1] {
 			return row, fmt.Errorf("term %d after term %d", terms[i], terms[i-1])
+		}
+	}
+	for _, a := range after {
+		if a < 0 {
+			row.Early++
 		}
 	}
 	if len(gaps) > 0 {
@@ -356,4 +322,61 @@ func failoverOnce(ctx context.Context, addrs, name string, ttl time.Duration, re
 		row.AfterValidMin, row.AfterValidP99 = a[0], pct(a, 0.99)
 	}
 	return row, nil
+}
+
+// resignations has the leader resign n times, and returns the time from
+// each Resign to the next leader's Campaign returning, and the terms.
+func (el *election) resignations(ctx context.Context, n int) (gaps []time.Duration, terms []uint64, err error) {
+	for range n {
+		old := el.leader
+		if _, err := io.WriteString(el.procs[old].stdin, "resign\n"); err != nil {
+			return nil, nil, err
+		}
+		// The two processes' lines may come in either order.
+		var r, next candidateEvent
+		err := el.until(ctx, "the resignation and the next leader", func(ev candidateEvent) bool {
+			switch {
+			case ev.kind == "RESIGN" && ev.id == old:
+				r = ev
+			case ev.kind == "LEAD" && ev.id != old:
+				next = ev
+			}
+			return r.kind != "" && next.kind != ""
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		el.leader = next.id
+		gaps = append(gaps, next.at.Sub(r.at))
+		terms = append(terms, next.term)
+		time.Sleep(5 * time.Millisecond) // the resigner queues again
+	}
+	return gaps, terms, nil
+}
+
+// kills SIGKILLs the leader n times, each at a different point of its
+// extension cycle, and starts a new candidate each time. It returns the
+// time from each kill to the next leader, the next leader's start minus
+// the killed leadership's last validity end, and the terms.
+func (el *election) kills(ctx context.Context, ttl time.Duration, n int) (gaps, after []time.Duration, terms []uint64, err error) {
+	for k := range n {
+		time.Sleep(ttl/3 + time.Duration(k)*ttl/(3*time.Duration(n)))
+		old := el.leader
+		killed := time.Now()
+		if err := el.procs[old].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			return nil, nil, nil, err
+		}
+		delete(el.procs, old)
+		next, err := el.leads(ctx, old)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		gaps = append(gaps, next.at.Sub(killed))
+		after = append(after, next.at.Sub(el.valid[old]))
+		terms = append(terms, next.term)
+		if err := el.start(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return gaps, after, terms, nil
 }

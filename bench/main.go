@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
@@ -128,145 +127,21 @@ func run(c config) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-
 	e := &env{}
-	defer func() {
-		for _, s := range append(e.nodes, e.base) {
-			if s != nil {
-				s.Close()
-			}
-		}
-	}()
-	for range 7 {
-		s, err := redisproc.Start(redisproc.Config{})
-		if err != nil {
-			return err
-		}
-		e.nodes = append(e.nodes, s)
-	}
-	base, err := redisproc.Start(redisproc.Config{})
-	if err != nil {
+	defer e.close()
+	if err := e.start(); err != nil {
 		return err
 	}
-	e.base = base
-	logf("started 8 redis-server processes (7 lock nodes, 1 baseline) on 127.0.0.1")
-
 	res := &results{Date: began.UTC().Format("2006-01-02"), Go: runtime.Version(), CPUs: runtime.NumCPU(),
 		Command: "make bench", Libraries: libraries(), Rounds: c.rounds, Cycles: c.cycles,
 		Throughput: c.tput, Contention: c.cont}
-	res.Redis = redisVersion(ctx, base.Addr)
-
-	uncontended := c.keep([]contender{
-		floorContender(), redislockContender(),
-		redsyncContender(3, false), redsyncContender(5, false), redsyncContender(5, true),
-		bareContender(5),
-		redlockContender(3, ""), redlockContender(5, ""),
-		redlockContender(5, "fencing", redlock.WithFencing()),
-		redlockContender(5, "restart guard off", redlock.WithRestartGuard(0)),
-	})
-	if c.runs("cycle") {
-		logf("1/7 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
-		cyc, err := measureCycles(ctx, e, uncontended, c.rounds, c.cycles, "cycle")
-		if err != nil {
+	res.Redis = redisVersion(ctx, e.base.Addr)
+	for _, measure := range []func(context.Context, *env, *results) error{
+		c.cycle, c.throughput, c.contention, c.faults, c.scaling, c.wan, c.failover,
+	} {
+		if err := measure(ctx, e, res); err != nil {
 			return err
 		}
-		res.Cycle = summarizeCycles(uncontended, cyc)
-	}
-	if c.runs("throughput") {
-		logf("2/7 throughput: %d contenders × %d rounds × %s, 32 goroutines", len(uncontended), c.tputRounds, c.tput)
-		tp, err := measureThroughput(ctx, e, uncontended, c.tputRounds, c.tput, 32)
-		if err != nil {
-			return err
-		}
-		res.Tput = summarizeThroughput(uncontended, tp, 1)
-		many := c.keep([]contender{
-			floorContender(), redislockContender(), redsyncContender(5, false), bareContender(5),
-			redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
-		})
-		logf("2/7 throughput: %d contenders × %d rounds × %s, 256 goroutines", len(many), c.tputRounds, c.tput)
-		tp, err = measureThroughput(ctx, e, many, c.tputRounds, c.tput, 256)
-		if err != nil {
-			return err
-		}
-		res.Tput256 = summarizeThroughput(many, tp, 1)
-	}
-
-	contention := []contended{
-		{contender: redislockContender()},
-		{contender: redsyncContender(3, false)}, {contender: redsyncContender(3, true)},
-		{contender: redsyncContender(5, false)}, {contender: redsyncContender(5, true)},
-		{contender: redlockContender(3, "")}, {contender: redlockContender(5, "")},
-		{contender: redlockContender(5, "fencing", redlock.WithFencing())},
-		{contender: redlockContender(5, ""), Shared: true},
-		{contender: redislockContender(), Workers: 16},
-		{contender: redsyncContender(5, true), Workers: 16},
-		{contender: redlockContender(5, ""), Workers: 16},
-		{contender: redlockContender(5, ""), Workers: 16, Shared: true},
-	}
-	if c.runs("contention") {
-		logf("3/7 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
-		ho, err := measureContention(ctx, e, contention, c.contRounds, c.cont)
-		if err != nil {
-			return err
-		}
-		res.Handoff = summarizeHandoff(contention, ho)
-		logf("3/7 contention: %d waiting processes SIGKILLed at the head of the queue", c.killReps)
-		k, err := measureKill(ctx, e, c.killReps)
-		if err != nil {
-			return fmt.Errorf("kill: %w", err)
-		}
-		res.Kill = &k
-	}
-
-	faulty := []contender{
-		redsyncContender(5, false), redsyncContender(5, true),
-		redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
-	}
-	res.FaultLimit = fmt.Sprintf("at most %d cycles, and none started after %s", c.faultCycles, c.faultBudget)
-	if c.runs("faults") {
-		logf("4/7 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
-		for _, fault := range []string{faultPause, faultKill} {
-			for _, fc := range faulty {
-				f, err := measureFault(ctx, e, fc, fault, c.faultCycles, c.faultBudget)
-				if err != nil {
-					return err
-				}
-				res.Faults = append(res.Faults, faultRow{Name: fc.Name, Lib: fc.Lib, Fault: fault, faultResult: f})
-			}
-		}
-	}
-
-	scaling := []contender{floorContender()}
-	for _, n := range []int{1, 3, 5, 7} {
-		scaling = append(scaling, redlockContender(n, ""))
-	}
-	for _, n := range []int{1, 3, 5, 7} {
-		scaling = append(scaling, redsyncContender(n, false))
-	}
-	if c.runs("scaling") {
-		logf("5/7 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
-		sc, err := measureCycles(ctx, e, scaling, c.rounds, c.cycles, "scale")
-		if err != nil {
-			return err
-		}
-		res.Scaling = summarizeCycles(scaling, sc)
-	}
-	if c.runs("wan") {
-		wan := c.keep([]contender{redsyncContender(5, false), redlockContender(5, "")})
-		logf("6/7 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
-		w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles)
-		if err != nil {
-			return err
-		}
-		res.WAN = &w
-	}
-	if c.runs("failover") {
-		logf("7/7 failover: 5 candidate processes, %d resignations and %d leaders SIGKILLed, healthy and with one node SIGSTOPped or SIGKILLed", c.resigns, c.kills)
-		f, err := measureFailover(ctx, e, c.resigns, c.kills)
-		if err != nil {
-			return fmt.Errorf("failover: %w", err)
-		}
-		res.Failover = &f
 	}
 	res.Elapsed = time.Since(began)
 
@@ -283,6 +158,33 @@ func run(c config) error {
 	}
 	logf("wrote %s and the charts in %s (%s in all)", c.doc, c.charts, res.Elapsed.Round(time.Second))
 	return nil
+}
+
+// start starts the 7 lock nodes and the baseline's server; close stops
+// them, whichever started.
+func (e *env) start() error {
+	for range 7 {
+		s, err := redisproc.Start(redisproc.Config{})
+		if err != nil {
+			return err
+		}
+		e.nodes = append(e.nodes, s)
+	}
+	base, err := redisproc.Start(redisproc.Config{})
+	if err != nil {
+		return err
+	}
+	e.base = base
+	logf("started 8 redis-server processes (7 lock nodes, 1 baseline) on 127.0.0.1")
+	return nil
+}
+
+func (e *env) close() {
+	for _, s := range append(e.nodes, e.base) {
+		if s != nil {
+			s.Close()
+		}
+	}
 }
 
 func logf(format string, args ...any) {
