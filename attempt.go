@@ -214,11 +214,9 @@ func (c *Client) unusable(r *round) string {
 // grants that made no lock (a failed attempt's) or that an Unlock has
 // already announced (late grants).
 func (c *Client) releaseOn(ctx context.Context, nodes []node, t target, token string, ttl, cooldown time.Duration) {
-	if len(nodes) == 0 {
-		return
+	if len(nodes) > 0 {
+		c.sendDetached(ctx, t.op(wire.OpRelease, token, "", cooldown), nodes, ttl)
 	}
-	o := t.op(wire.OpRelease, token, "", cooldown)
-	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
 }
 
 // retryHint bounds the wait after a failed attempt that took round. If one
@@ -283,15 +281,4 @@ func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duratio
 		return jitter(time.Microsecond, 2*round+time.Microsecond)
 	}
 	return 0
-}
-
-// sooner returns the sooner of two bounds on a wait (0: none). After a
-// refused attempt, the attempt's bound stands unless its look at the queue
-// gives a sooner one: after a split vote the key is on its way out
-// (retryHint), whatever PTTL the look found on grants being taken back.
-func sooner(a, b time.Duration) time.Duration {
-	if a == 0 || b > 0 && b < a {
-		return b
-	}
-	return a
 }

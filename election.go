@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -83,101 +82,6 @@ func (c *Client) Election(name string, opts ...Option) (*Election, error) {
 	lc.fencing, lc.autoExtend, lc.token = true, true, ""
 	lc.maxHold = math.MaxInt64 / 2 // about 146 years: never capped
 	return &Election{c: c, name: name, key: key, rkey: c.redisKey(key), lc: lc}, nil
-}
-
-// Campaign waits until this caller leads the election, or ctx ends or the
-// Client is closed, and returns the leadership. value is advertised to
-// [Election.Leader] and [Election.Observe] while it leads (at most 4075
-// bytes; [Leadership.Proclaim] changes it).
-//
-// Candidates wait in the order they started campaigning, across processes
-// (see [Client.Lock]). When the leader resigns, the first candidate is told
-// at once; when the leader dies, it takes over when the leader's keys have
-// run out on a majority of nodes: about the TTL after the leader's last
-// extension, never before the dead leader's validity ended.
-//
-// A candidate leads once it holds the election's lock and has stored its
-// term and value on a majority of nodes; should that fail, it resigns and
-// campaigns again. On failure the error is that of [Client.Lock].
-func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
-	return e.campaign(ctx, value, nil)
-}
-
-func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)) (*Leadership, error) {
-	if len(value) > maxValueLen {
-		return nil, invalid("value is %d bytes, more than %d", len(value), maxValueLen)
-	}
-	lc := e.lc
-	lc.meta = encodeLeader(0, 0, value)
-	for failed := 1; ; failed++ {
-		// Each lock won has a gate of its own: the end of a lock given back
-		// after a failed announcement is no leadership's end.
-		var gate *endGate
-		if onEnd != nil {
-			gate = &endGate{onEnd: onEnd}
-			lc.onEnd = gate.end
-		}
-		l, err := e.c.lockQueued(ctx, e.c.target(e.key), &lc)
-		if err != nil {
-			return nil, err
-		}
-		term := l.fence
-		err = l.proclaim(ctx, encodeLeader(uint64(term), 1, value), term)
-		if err == nil {
-			if gate != nil {
-				gate.open()
-			}
-			return &Leadership{e: e, l: l, value: value, seq: 1}, nil
-		}
-		// Leading unannounced would leave Leader and Observe blind: give
-		// the lock back and start again, unless waiting cannot help.
-		_ = l.Unlock(context.WithoutCancel(ctx))
-		if errors.Is(err, ErrUnusable) || ctx.Err() != nil {
-			return nil, err
-		}
-		d, ok := lc.retry(failed)
-		if !ok {
-			return nil, err
-		}
-		if _, werr := e.c.sleepOrWake(ctx, nil, min(d, time.Second)); werr != nil {
-			return nil, errors.Join(err, werr)
-		}
-	}
-}
-
-// endGate holds back the early end of a lock (its onEnd: expired, taken
-// over, or the Client closing) until the lock is a leadership, announced;
-// an end that came before is passed on then. Close may end the lock while
-// its announcement is still on its way back.
-type endGate struct {
-	mu     sync.Mutex
-	opened bool
-	held   error // the first end before the gate opened
-	onEnd  func(error)
-}
-
-func (g *endGate) end(err error) {
-	g.mu.Lock()
-	if !g.opened {
-		if g.held == nil {
-			g.held = err
-		}
-		g.mu.Unlock()
-		return
-	}
-	g.mu.Unlock()
-	g.onEnd(err)
-}
-
-// open passes on ends from now on, and the one held, if any.
-func (g *endGate) open() {
-	g.mu.Lock()
-	g.opened = true
-	held := g.held
-	g.mu.Unlock()
-	if held != nil {
-		g.onEnd(held)
-	}
 }
 
 // encodeLeader is the metadata a leader stores with the election's lock:

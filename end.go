@@ -189,3 +189,14 @@ func (l *Lock) endEarly(err error) {
 	}
 	l.closeDone()
 }
+
+// invalidate marks the lock as no longer valid.
+func (l *Lock) invalidate(released bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); l.until.After(now) {
+		l.until = now
+		l.noteEnd()
+	}
+	l.released = l.released || released
+}

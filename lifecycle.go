@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
-// extender is the one goroutine of an auto-extended lock.
-type extender struct {
-	stop     chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
-}
+// This file is auto-extension: one goroutine per auto-extended lock,
+// extending it every TTL/3 until its hold cap, and ending it early (TTL/10
+// before its validity runs out) when it cannot.
 
 // startExtending starts auto-extension; it is called once, before the lock
 // is returned to the caller.
@@ -123,59 +119,4 @@ func (l *Lock) extendOnce(s *extension, now, deadline time.Time) bool {
 		s.next = now.Add(s.every / 4)
 	}
 	return true
-}
-
-// Do acquires the lock on key (waiting as [Client.Lock] does), runs fn, and
-// releases the lock, even if fn panics. While fn runs the lock is extended
-// every TTL/3; if extension cannot keep a majority, fn's context is
-// cancelled when TTL/10 of validity is left, with [context.Cause] an error
-// matching [ErrExpired] or [ErrTakenOver]. Extension stops at the hold cap,
-// 1 hour by default ([WithMaxHold] sets it): a longer fn has its context
-// cancelled, with an expiry that names the cap, TTL/10 before the last
-// extension runs out. [Client.Close] cancels fn's context with cause
-// [ErrClosed]. fn must stop its work when its context is done. The
-// context's Err and Done look at the clock (as [Lock.Err] does): work
-// resumed after a pause past that point finds it cancelled at its first
-// look. Do takes the options of Lock.
-//
-// Do returns fn's error joined with the lock's: the error of the
-// acquisition, why the lock ended early (ErrExpired, ErrTakenOver or
-// ErrClosed), or the error of the release.
-func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
-	if fn == nil {
-		return invalid("nil function")
-	}
-	lc, err := c.callConfig(key, toLock, opts)
-	if err != nil {
-		return err
-	}
-	return c.do(ctx, &lc, fn, func(ctx context.Context, lc *lockConfig) (*Lock, error) { return c.lockQueued(ctx, c.target(key), lc) })
-}
-
-// do is Do with the acquisition given: a lock's, or a semaphore's permit.
-func (c *Client) do(ctx context.Context, lc *lockConfig, fn func(ctx context.Context) error, acquire func(context.Context, *lockConfig) (*Lock, error)) (err error) {
-	if fn == nil {
-		return invalid("nil function")
-	}
-	work, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	lc.autoExtend = true
-	lc.onEnd = func(err error) { cancel(err) }
-	l, err := acquire(ctx, lc)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		ended := l.Err() // before the release: nil unless the lock ended early
-		uerr := l.Unlock(context.WithoutCancel(ctx))
-		switch cause := context.Cause(work); {
-		case errors.Is(cause, ErrClosed): // Close released the lock under fn
-			err = errors.Join(err, cause)
-		case ended != nil:
-			err = errors.Join(err, ended)
-		case uerr != nil:
-			err = errors.Join(err, uerr)
-		}
-	}()
-	return fn(lockContext{work, l})
 }

@@ -1,8 +1,6 @@
 package redlock
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,127 +91,46 @@ func (l *Lock) validUntil() time.Time {
 	return l.until
 }
 
-// Extend resets the lock's TTL to ttl on every node that still holds it. It
-// succeeds only if a majority extended it within the new validity window,
-// which then starts from the moment Extend was called, and returns as soon
-// as that majority answered; a failing Extend waits for every node (at most
-// the node timeout) to tell why. Extend never re-creates a key that has
-// expired. As with Unlock, a done ctx sends nothing, and once sent the
-// calls do not depend on ctx: each node gets its extension.
-//
-// On failure the error is a [*QuorumError] matching [ErrTakenOver] or
-// [ErrExpired], after which the lock has ended (see [Lock.Done]), or
-// [ErrNotObtained] (too few nodes extended it), after which the lock keeps
-// the validity it had. After Unlock, Extend returns [ErrReleased].
-func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
-	c := l.c
-	if err := checkDuration("TTL", ttl); err != nil {
-		return err
+// nodeIndex is the Client's index of the j-th node of a round over the
+// nodes idx (nil: all of them).
+func nodeIndex(idx []int, j int) int {
+	if idx == nil {
+		return j
 	}
-	if !canBeValid(ttl, c.cfg.drift) {
-		return invalid("TTL %v leaves no validity after drift %v", ttl, drift(ttl, c.cfg.drift))
-	}
-	return l.extend(ctx, ttl)
+	return idx[j]
 }
 
-func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
-	c := l.c
-	if err := l.begin(ctx, "extend"); err != nil {
-		return err
-	}
-	defer l.turn.leave()
-	start := time.Now()
-	// On failure, hear every node: taken over and expired differ. Detached,
-	// as Unlock's releases are: a node whose extension was dropped because
-	// the caller cancelled ctx right after a majority answered would keep
-	// the old expiry, and the lock would survive one node fewer.
-	r := c.send(ctx, request{op: l.op(wire.OpExtend, l.token, "", ttl), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
-	end := time.Now()
-	r.finish(&c.bg, nil)
-	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
-		l.mu.Lock()
-		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
-		l.noteEnd()
-		if l.timer != nil {
-			l.timer.Reset(l.until.Sub(time.Now()))
-		}
-		l.mu.Unlock()
-		if c.observing() {
-			c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Duration: end.Sub(start), Validity: v, Nodes: nodeResults(c.nodes, r)})
-		}
-		return nil
-	}
-	qerr := l.updateFailed(ctx, "extend", r)
-	if c.observing() {
-		c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeResults(c.nodes, r)})
-	}
-	if qerr.err != ErrNotObtained {
-		l.invalidate(false)
-		l.endEarly(qerr)
-	}
-	return qerr
-}
-
-// begin starts an extend or proclaim (op): it fails if ctx is done or the
-// lock released, and otherwise returns holding the lock's serial turn
-// (serial.go), which the caller ends with l.turn.leave.
-func (l *Lock) begin(ctx context.Context, op string) error {
-	if err := ctx.Err(); err != nil {
-		return &QuorumError{Op: op, key: l.key, Quorum: l.c.quorum(), err: ErrNotObtained, cause: err}
-	}
-	l.turn.enter()
-	if l.isReleased() {
-		l.turn.leave()
-		return fmt.Errorf("%w: %q", ErrReleased, l.key)
-	}
-	return nil
-}
-
-// updateFailed describes a failed extend or proclaim round r over every
-// node, as ErrTakenOver or ErrExpired when the answers show the lock has
-// ended (the caller then ends it), else ErrNotObtained.
-func (l *Lock) updateFailed(ctx context.Context, op string, r *round) *QuorumError {
-	qerr := quorumError(op, l.key, l.c.nodes, l.c.quorum(), r, 0, ctx)
-	if ended := l.endedBy(r, nil); ended != nil {
-		qerr.err = ended
-	}
-	return qerr
-}
-
-// proclaim replaces the metadata stored with the lock on every node that
-// holds it, keeping the keys' TTLs, and announces the change on the key's
-// leader channel with term as the payload (see Election). Like Extend, it
-// succeeds when a majority replaced it, and ends the lock when the answers
-// show it has been taken over or has expired.
-func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
-	c := l.c
-	if err := l.begin(ctx, "proclaim"); err != nil {
-		return err
-	}
-	defer l.turn.leave()
-	if l.Validity() <= 0 {
-		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
-	}
-	o := wire.NewOp(wire.OpProclaim, l.rkey, l.token, wire.EncodeValue(l.token, meta), 0)
-	o.Fence = term
+// endedBy tells, from a failed extend or release round over the lock's
+// nodes idx (nil: all of them), whether the lock has ended: ErrTakenOver if
+// a node that granted it now shows another token, ErrExpired if such a
+// node has no key, nil if the answers cannot tell (too few nodes
+// answered). A node that never granted the lock says nothing about it: a
+// contender's passing key there, or no key, is what it had all along.
+func (l *Lock) endedBy(r *round, idx []int) error {
 	l.mu.Lock()
-	ttl := l.ttl
-	l.mu.Unlock()
-	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
-	r.finish(&c.bg, nil)
-	if r.tally.won() && l.Validity() > 0 {
-		return nil
+	defer l.mu.Unlock()
+	var ended error
+	for j, res := range r.results {
+		switch i := nodeIndex(idx, j); {
+		case !l.nodes[i].granted:
+		case res.Status == wire.StatusHeld:
+			return ErrTakenOver
+		case res.Status == wire.StatusAbsent:
+			ended = ErrExpired
+		}
 	}
-	qerr := l.updateFailed(ctx, "proclaim", r)
-	switch hint := c.unusable(r); {
-	case r.tally.won():
-		qerr.err, qerr.detail = ErrExpired, "validity ran out"
-	case hint != "" && qerr.cause == nil:
-		qerr.unusable, qerr.detail = true, hint
-	}
-	if qerr.err != ErrNotObtained {
-		l.invalidate(false)
-		l.endEarly(qerr)
-	}
-	return qerr
+	return ended
+}
+
+func (l *Lock) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
+
+// extender is the one goroutine of an auto-extended lock.
+type extender struct {
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
 }

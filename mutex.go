@@ -1,8 +1,12 @@
 package redlock
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
-// This file is the mutex: one key, one holder, waiters served in order.
+// This file is the mutex: one key, one holder, waiters served in order;
+// and Do, which runs work under any primitive's lock while it is extended.
 
 // Lock acquires the lock on key, waiting as long as ctx allows.
 //
@@ -47,4 +51,59 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 		return nil, err
 	}
 	return c.tryLock(ctx, c.target(key), &lc)
+}
+
+// Do acquires the lock on key (waiting as [Client.Lock] does), runs fn, and
+// releases the lock, even if fn panics. While fn runs the lock is extended
+// every TTL/3; if extension cannot keep a majority, fn's context is
+// cancelled when TTL/10 of validity is left, with [context.Cause] an error
+// matching [ErrExpired] or [ErrTakenOver]. Extension stops at the hold cap,
+// 1 hour by default ([WithMaxHold] sets it): a longer fn has its context
+// cancelled, with an expiry that names the cap, TTL/10 before the last
+// extension runs out. [Client.Close] cancels fn's context with cause
+// [ErrClosed]. fn must stop its work when its context is done. The
+// context's Err and Done look at the clock (as [Lock.Err] does): work
+// resumed after a pause past that point finds it cancelled at its first
+// look. Do takes the options of Lock.
+//
+// Do returns fn's error joined with the lock's: the error of the
+// acquisition, why the lock ended early (ErrExpired, ErrTakenOver or
+// ErrClosed), or the error of the release.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
+	if fn == nil {
+		return invalid("nil function")
+	}
+	lc, err := c.callConfig(key, toLock, opts)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, &lc, fn, func(ctx context.Context, lc *lockConfig) (*Lock, error) { return c.lockQueued(ctx, c.target(key), lc) })
+}
+
+// do is Do with the acquisition given: a lock's, or a semaphore's permit.
+func (c *Client) do(ctx context.Context, lc *lockConfig, fn func(ctx context.Context) error, acquire func(context.Context, *lockConfig) (*Lock, error)) (err error) {
+	if fn == nil {
+		return invalid("nil function")
+	}
+	work, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lc.autoExtend = true
+	lc.onEnd = func(err error) { cancel(err) }
+	l, err := acquire(ctx, lc)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ended := l.Err() // before the release: nil unless the lock ended early
+		uerr := l.Unlock(context.WithoutCancel(ctx))
+		switch cause := context.Cause(work); {
+		case errors.Is(cause, ErrClosed): // Close released the lock under fn
+			err = errors.Join(err, cause)
+		case ended != nil:
+			err = errors.Join(err, ended)
+		case uerr != nil:
+			err = errors.Join(err, uerr)
+		}
+	}()
+	return fn(lockContext{work, l})
 }

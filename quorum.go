@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/nodeio"
@@ -39,7 +40,7 @@ type fleet struct {
 	nodes   []node
 	timeout time.Duration // WithNodeTimeout; 0: a TTL's share (nodeTimeout)
 	timed   bool          // an observer listens: record each reply's latency
-	bg      nodeio.Background
+	bg      background
 }
 
 // quorum is the number of the fleet's nodes that make a majority.
@@ -61,6 +62,17 @@ func (f *fleet) send(ctx context.Context, req request) *round {
 	}
 	req.timed = f.timed
 	return fanOut(ctx, req)
+}
+
+// sendDetached sends o to nodes in the background: detached from ctx's
+// cancellation, bounded by the node timeout of a lock with ttl, and not
+// waited for (Close waits for it). It takes back or leaves what needs no
+// answer: a failed attempt's grants, a waiter's place.
+func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	f.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}).finish(&f.bg, nil)
 }
 
 // reply is one node's result, tagged with the node's index.
@@ -274,7 +286,7 @@ func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
 // finish hands the replies of calls still running to late, in a goroutine
 // tracked by wg, and releases the round's resources once every call has
 // returned. late may be nil.
-func (r *round) finish(wg *nodeio.Background, late func(i int, res wire.Result)) {
+func (r *round) finish(wg *background, late func(i int, res wire.Result)) {
 	if r.pending == 0 {
 		return
 	}
@@ -330,4 +342,59 @@ func quorumError(op, key string, nodes []node, quorum int, r *round, already int
 		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: reason(res)})
 	}
 	return e
+}
+
+// background counts a Client's goroutines that outlive the calls that
+// started them (late replies of a round, the nodes' stream writers), so
+// that Close can wait for them. Unlike a sync.WaitGroup, it may grow from
+// zero while Close waits: a Lock in flight when Close is called starts the
+// handler of its round's late replies then (which takes back grants that
+// come too late), and Close waits for that one too. (With a WaitGroup that
+// Add raced with Close's Wait: the simulator's Close mid-run found it,
+// under -race.)
+type background struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero, if Wait is waiting
+}
+
+// Add adds delta to the count.
+func (b *background) Add(delta int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n += delta
+	if b.n < 0 {
+		panic("redlock: background count below zero")
+	}
+	if b.n == 0 && b.idle != nil {
+		close(b.idle)
+		b.idle = nil
+	}
+}
+
+// Done subtracts one from the count.
+func (b *background) Done() { b.Add(-1) }
+
+// Go runs f on a goroutine of its own, counted.
+func (b *background) Go(f func()) {
+	b.Add(1)
+	go func() {
+		defer b.Done()
+		f()
+	}()
+}
+
+// Wait waits until the count is zero.
+func (b *background) Wait() {
+	b.mu.Lock()
+	if b.n == 0 {
+		b.mu.Unlock()
+		return
+	}
+	if b.idle == nil {
+		b.idle = make(chan struct{})
+	}
+	idle := b.idle
+	b.mu.Unlock()
+	<-idle
 }

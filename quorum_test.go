@@ -280,7 +280,7 @@ func BenchmarkFanOut(b *testing.B) {
 				if hung {
 					nodes[4] = hungNode{}
 				}
-				var bg nodeio.Background
+				var bg background
 				defer bg.Wait()
 				ctx := context.Background()
 				lat := make([]time.Duration, 0, 1<<16)

@@ -90,7 +90,7 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	c.hand.init(c)
 	for _, n := range nodes {
 		if rn, ok := n.(*nodeio.Node); ok {
-			rn.Bind(c.closed, &c.bg, cfg.guard > 0)
+			rn.Bind(c.closed, c.bg.Go, cfg.guard > 0)
 		}
 	}
 	if cfg.guard > 0 {

@@ -84,15 +84,6 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	return l.concludeRelease(ctx, start, nodes, r, already, idx)
 }
 
-// nodeIndex is the Client's index of the j-th node of a round over the
-// nodes idx (nil: all of them).
-func nodeIndex(idx []int, j int) int {
-	if idx == nil {
-		return j
-	}
-	return idx[j]
-}
-
 // toRelease notes the cooldown of this release and returns the lock's TTL
 // and the nodes to ask: all of them (nil) but when an earlier Unlock failed
 // part-way, then those not confirmed yet, with how many were.
@@ -161,28 +152,6 @@ func namedHeads(r *round) []string {
 	return named
 }
 
-// endedBy tells, from a failed extend or release round over the lock's
-// nodes idx (nil: all of them), whether the lock has ended: ErrTakenOver if
-// a node that granted it now shows another token, ErrExpired if such a
-// node has no key, nil if the answers cannot tell (too few nodes
-// answered). A node that never granted the lock says nothing about it: a
-// contender's passing key there, or no key, is what it had all along.
-func (l *Lock) endedBy(r *round, idx []int) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var ended error
-	for j, res := range r.results {
-		switch i := nodeIndex(idx, j); {
-		case !l.nodes[i].granted:
-		case res.Status == wire.StatusHeld:
-			return ErrTakenOver
-		case res.Status == wire.StatusAbsent:
-			ended = ErrExpired
-		}
-	}
-	return ended
-}
-
 // lateGrant handles an acquire reply that arrived after Lock returned.
 func (l *Lock) lateGrant(ctx context.Context, i int, res wire.Result) {
 	l.mu.Lock()
@@ -220,23 +189,6 @@ func (l *Lock) releaseIfBehind(ctx context.Context, i int) {
 	if again {
 		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.target, l.token, ttl, cooldown)
 	}
-}
-
-// invalidate marks the lock as no longer valid.
-func (l *Lock) invalidate(released bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now := time.Now(); l.until.After(now) {
-		l.until = now
-		l.noteEnd()
-	}
-	l.released = l.released || released
-}
-
-func (l *Lock) isReleased() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
 }
 
 // handOver tells the Client's hand-off that the lock has been released

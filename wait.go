@@ -360,11 +360,13 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	return f
 }
 
-// leaveOn takes the place p out of rkey's queue on nodes, in the background.
-func (c *Client) leaveOn(ctx context.Context, nodes []node, p *wire.Place, rkey string, ttl time.Duration) {
-	if len(nodes) == 0 {
-		return
+// sooner returns the sooner of two bounds on a wait (0: none). After a
+// refused attempt, the attempt's bound stands unless its look at the queue
+// gives a sooner one: after a split vote the key is on its way out
+// (retryHint), whatever PTTL the look found on grants being taken back.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || b > 0 && b < a {
+		return b
 	}
-	o := &wire.Op{Kind: wire.OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}
-	c.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: c.nodeTimeout(ttl)}).finish(&c.bg, nil)
+	return a
 }

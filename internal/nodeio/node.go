@@ -41,7 +41,7 @@ type Node struct {
 	mu      sync.Mutex
 	shards  map[string]*stream // by master address
 	done    <-chan struct{}
-	wg      *Background
+	spawn   func(func()) // the Client's: runs a goroutine Close waits for
 }
 
 func New(client redis.UniversalClient, addr string, index int) *Node {
@@ -56,12 +56,12 @@ func New(client redis.UniversalClient, addr string, index int) *Node {
 
 // Bind ties the node's streams to its Client (see stream.Bind). Shards are
 // not guarded: a Cluster has no one run_id.
-func (n *Node) Bind(done <-chan struct{}, wg *Background, guard bool) {
+func (n *Node) Bind(done <-chan struct{}, spawn func(func()), guard bool) {
 	if n.cluster == nil {
-		n.stream.bind(done, wg, guard)
+		n.stream.bind(done, spawn, guard)
 		return
 	}
-	n.done, n.wg = done, wg
+	n.done, n.spawn = done, spawn
 }
 
 func (n *Node) Name() string { return n.addr }
@@ -83,7 +83,7 @@ func (n *Node) Start(c Call) {
 		if c.Detached {
 			ctx = context.WithoutCancel(ctx)
 		}
-		n.wg.Go(func() { n.route(ctx, c) })
+		n.spawn(func() { n.route(ctx, c) })
 	default:
 		// With the slot map loaded, MasterForKey makes no call: ctx is
 		// unused (reloads run in the background).
@@ -123,7 +123,7 @@ func (n *Node) shard(master *redis.Client) *stream {
 	s, ok := n.shards[addr]
 	if !ok {
 		s = newStream(master, n.index)
-		s.bind(n.done, n.wg, false)
+		s.bind(n.done, n.spawn, false)
 		s.redirect = n.cluster
 		n.shards[addr] = s
 	}

@@ -56,7 +56,7 @@ type stream struct {
 	// again through it, which follows the redirection.
 	redirect *redis.ClusterClient
 	done     <-chan struct{}
-	wg       *Background // the Client's: writers end before Close returns
+	spawn    func(func()) // the Client's: writers end before Close returns
 
 	mu      sync.Mutex
 	queue   []Call
@@ -87,9 +87,9 @@ func newStream(client redis.UniversalClient, index int) *stream {
 }
 
 // bind ties the stream to its Client: writers end once done is closed and
-// their queue is empty, and wg tracks them.
-func (s *stream) bind(done <-chan struct{}, wg *Background, guard bool) {
-	s.done, s.wg, s.guard = done, wg, guard
+// their queue is empty, and spawn runs them (the Client counts them).
+func (s *stream) bind(done <-chan struct{}, spawn func(func()), guard bool) {
+	s.done, s.spawn, s.guard = done, spawn, guard
 }
 
 // enqueue queues calls and makes sure a writer will send them. Calls
@@ -105,8 +105,7 @@ func (s *stream) enqueue(calls ...Call) {
 		ended[i].To.Deliver(ended[i].Index, wire.Result{Err: ended[i].NotSent()})
 	}
 	if start {
-		s.wg.Add(1)
-		go s.write()
+		s.spawn(s.write)
 		return
 	}
 	select {
@@ -147,7 +146,6 @@ const minPrune = 64
 // write is the writer goroutine: it sends batches until the stream has been
 // idle for streamIdle, or the Client is closed and nothing is queued.
 func (s *stream) write() {
-	defer s.wg.Done()
 	idle := time.NewTimer(streamIdle)
 	defer idle.Stop()
 	for {

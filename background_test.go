@@ -1,4 +1,4 @@
-package nodeio
+package redlock
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // simulator's Close mid-run found it under -race).
 func TestBackgroundGrowsWhileWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b Background
+		var b background
 		start := time.Now()
 		b.Add(1)
 		waited := make(chan time.Duration)
@@ -30,7 +30,7 @@ func TestBackgroundGrowsWhileWaited(t *testing.T) {
 }
 
 func TestBackgroundWaitWhenIdle(t *testing.T) {
-	var b Background
+	var b background
 	b.Wait() // returns at once
 	b.Add(1)
 	done := make(chan struct{})
