@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -177,7 +176,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	case a.won:
 		qerr.detail = "majority reached after the validity ran out"
 	}
-	if hint := c.unusable(a.r); hint != "" && qerr.cause == nil {
+	if hint := a.r.unusable(); hint != "" && qerr.cause == nil {
 		qerr.unusable, qerr.detail = true, hint
 	}
 	qerr.retryAfter = retryHint(a.r, c.quorum(), a.end.Sub(a.start), a.multiKey())
@@ -185,27 +184,6 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	return qerr
-}
-
-// unusable returns, when so many nodes of round r failed for good that no
-// majority is possible until something changes, what to change; else "".
-func (c *Client) unusable(r *round) string {
-	var hints []string
-	failed := 0
-	for _, res := range r.results {
-		hint, ok := permanent(res.Err)
-		if !ok {
-			continue
-		}
-		failed++
-		if !slices.Contains(hints, hint) {
-			hints = append(hints, hint)
-		}
-	}
-	if failed <= len(c.nodes)-c.quorum() {
-		return ""
-	}
-	return fmt.Sprintf("%d of %d nodes cannot grant it until that changes: %s", failed, len(c.nodes), strings.Join(hints, "; "))
 }
 
 // releaseOn releases the key on the given nodes (leaving it for cooldown

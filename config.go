@@ -25,8 +25,6 @@ const (
 	defaultDriftFactor = 0.01
 	defaultKeyPrefix   = "redlock:"
 	defaultMaxHold     = time.Hour
-	// Unless WithNodeTimeout is given, a node call may take TTL/20.
-	nodeTimeoutDivisor = 20
 	// An auto-extended lock is extended every TTL/3 unless WithAutoExtend
 	// gives an interval.
 	extendDivisor = 3

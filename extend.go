@@ -123,7 +123,7 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 		return nil
 	}
 	qerr := l.updateFailed(ctx, "proclaim", r)
-	switch hint := c.unusable(r); {
+	switch hint := r.unusable(); {
 	case r.tally.won():
 		qerr.err, qerr.detail = ErrExpired, "validity ran out"
 	case hint != "" && qerr.cause == nil:

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/nodeio"
@@ -45,6 +46,10 @@ type fleet struct {
 
 // quorum is the number of the fleet's nodes that make a majority.
 func (f *fleet) quorum() int { return quorum(len(f.nodes)) }
+
+// nodeTimeoutDivisor: unless WithNodeTimeout is given, a node call may take
+// TTL/20.
+const nodeTimeoutDivisor = 20
 
 // nodeTimeout bounds each node call of a round about a lock with ttl.
 func (f *fleet) nodeTimeout(ttl time.Duration) time.Duration {
@@ -344,57 +349,23 @@ func quorumError(op, key string, nodes []node, quorum int, r *round, already int
 	return e
 }
 
-// background counts a Client's goroutines that outlive the calls that
-// started them (late replies of a round, the nodes' stream writers), so
-// that Close can wait for them. Unlike a sync.WaitGroup, it may grow from
-// zero while Close waits: a Lock in flight when Close is called starts the
-// handler of its round's late replies then (which takes back grants that
-// come too late), and Close waits for that one too. (With a WaitGroup that
-// Add raced with Close's Wait: the simulator's Close mid-run found it,
-// under -race.)
-type background struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero, if Wait is waiting
-}
-
-// Add adds delta to the count.
-func (b *background) Add(delta int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n += delta
-	if b.n < 0 {
-		panic("redlock: background count below zero")
+// unusable returns, when so many nodes of the round failed for good that no
+// majority is possible until something changes, what to change; else "".
+func (r *round) unusable() string {
+	var hints []string
+	failed := 0
+	for _, res := range r.results {
+		hint, ok := permanent(res.Err)
+		if !ok {
+			continue
+		}
+		failed++
+		if !slices.Contains(hints, hint) {
+			hints = append(hints, hint)
+		}
 	}
-	if b.n == 0 && b.idle != nil {
-		close(b.idle)
-		b.idle = nil
+	if failed <= r.tally.n-r.tally.need {
+		return ""
 	}
-}
-
-// Done subtracts one from the count.
-func (b *background) Done() { b.Add(-1) }
-
-// Go runs f on a goroutine of its own, counted.
-func (b *background) Go(f func()) {
-	b.Add(1)
-	go func() {
-		defer b.Done()
-		f()
-	}()
-}
-
-// Wait waits until the count is zero.
-func (b *background) Wait() {
-	b.mu.Lock()
-	if b.n == 0 {
-		b.mu.Unlock()
-		return
-	}
-	if b.idle == nil {
-		b.idle = make(chan struct{})
-	}
-	idle := b.idle
-	b.mu.Unlock()
-	<-idle
+	return fmt.Sprintf("%d of %d nodes cannot grant it until that changes: %s", failed, r.tally.n, strings.Join(hints, "; "))
 }

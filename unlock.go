@@ -187,7 +187,7 @@ func (l *Lock) releaseIfBehind(ctx context.Context, i int) {
 	ttl, cooldown := l.ttl, l.cooldown
 	l.mu.Unlock()
 	if again {
-		l.c.releaseOn(ctx, []node{l.c.nodes[i]}, l.target, l.token, ttl, cooldown)
+		l.c.sendDetached(ctx, l.op(wire.OpRelease, l.token, "", cooldown), []node{l.c.nodes[i]}, ttl)
 	}
 }
 

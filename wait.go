@@ -338,7 +338,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	if r.tally.won() {
 		return tryFailure{}
 	}
-	f := tryFailure{r: r, unusable: c.unusable(r)}
+	f := tryFailure{r: r, unusable: r.unusable()}
 	// First where the key is held: look again when the holder's keys are
 	// gone at the latest. Free where another is first: when that waiter's
 	// place lapses, should it be gone.
