@@ -141,9 +141,7 @@ func (c *Client) track(l *Lock) error {
 		return err
 	}
 	c.held[l] = struct{}{}
-	for _, k := range l.heldKeys() {
-		c.hand.acquired(k, l)
-	}
+	l.eachHeldKey(func(rkey string) { c.hand.acquired(rkey, l) })
 	if l.cfg.autoExtend {
 		l.startExtending()
 	}

@@ -44,14 +44,16 @@ func (t *target) multiKey() bool { return t.mode == wire.ModeSet }
 // token: not a reader's, which holds no key.
 func (t *target) takesFence() bool { return t.mode != wire.ModeRead }
 
-// heldKeys returns the Redis keys a holder of the target holds, whose wait
-// queues its release hands over: none for a reader.
-func (t *target) heldKeys() []string {
+// eachHeldKey calls f with each Redis key a holder of the target holds,
+// whose wait queue its release hands over: none for a reader.
+func (t *target) eachHeldKey(f func(rkey string)) {
 	switch {
 	case t.mode == wire.ModeRead:
-		return nil
 	case t.multiKey():
-		return t.rkeys
+		for _, k := range t.rkeys {
+			f(k)
+		}
+	default:
+		f(t.rkey)
 	}
-	return []string{t.rkey}
 }

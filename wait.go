@@ -30,10 +30,11 @@ func (c *Client) lockUnqueued(ctx context.Context, t target, lc *lockConfig) (*L
 	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, t, lc, n, nil) })
 }
 
-// lockQueued is Lock's loop. Each try is an attempt or, for a queued Lock that
-// is not known to be first, a look at the queue (which goes on to an
-// attempt when it finds the Lock first and the key free); the retry
-// strategy sees the number of failed tries and paces the next.
+// lockQueued is Lock's loop. Each try is an attempt or, for a queued
+// Lock that is not known to be first, a look at the queue (which goes on
+// to an attempt when it finds the Lock first and the key free); the retry
+// strategy sees the number of failed tries and paces the next. Each step
+// reports whether the call has ended (with s.l or s.err).
 func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
@@ -41,25 +42,24 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 	s := &waitLoop{c: c, ctx: ctx, t: t, lc: lc}
 	defer s.forgetPlace()
 	attemptNext := !s.queueAtOnce()
-	var st *lockResult
-	for {
+	for ended := false; ; {
 		s.delay, s.asked = 0, false
 		if !attemptNext {
-			if attemptNext, st = s.lookAtQueue(); st != nil {
-				return st.l, st.err
+			if attemptNext, ended = s.lookAtQueue(); ended {
+				return s.l, s.err
 			}
 		}
 		if attemptNext {
-			again, st := s.tryOnce()
-			if st != nil {
-				return st.l, st.err
+			again, ended := s.tryOnce()
+			if ended {
+				return s.l, s.err
 			}
 			if again {
 				continue
 			}
 		}
-		if attemptNext, st = s.sleepUntilNext(); st != nil {
-			return st.l, st.err
+		if attemptNext, ended = s.sleepUntilNext(); ended {
+			return s.l, s.err
 		}
 	}
 }
@@ -76,12 +76,8 @@ type waitLoop struct {
 	last     tryFailure    // the last failed try
 	delay    time.Duration // the strategy's delay before the next try, once asked
 	asked    bool          // delay is set
-}
-
-// lockResult is how a Lock call ends: with the lock, or with an error.
-type lockResult struct {
-	l   *Lock
-	err error
+	l        *Lock         // how the call ended: with the lock,
+	err      error         // or with this error
 }
 
 // queueAtOnce queues before the first try when others are known to wait
@@ -106,16 +102,17 @@ func (s *waitLoop) forgetPlace() {
 
 // giveUp leaves the queue (in the background) and ends the call with the
 // last failure, with cause.
-func (s *waitLoop) giveUp(cause error) *lockResult {
+func (s *waitLoop) giveUp(cause error) (ended bool) {
 	if s.w != nil {
 		s.c.leaveOn(s.ctx, s.c.nodes, &s.w.Place, s.t.rkey, s.lc.ttl)
 	}
-	return &lockResult{err: s.last.lockError(s.c, s.t.key, s.ctx, cause)}
+	s.err = s.last.lockError(s.c, s.t.key, s.ctx, cause)
+	return true
 }
 
-// lookAtQueue looks at the queue, and reports whether the Lock is first there
-// with the key free.
-func (s *waitLoop) lookAtQueue() (bool, *lockResult) {
+// lookAtQueue looks at the queue, and reports whether the Lock is first
+// there with the key free.
+func (s *waitLoop) lookAtQueue() (first, ended bool) {
 	f := s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.fatal() {
 		if f.cause != nil && s.last.valid() {
@@ -125,24 +122,26 @@ func (s *waitLoop) lookAtQueue() (bool, *lockResult) {
 		return false, s.giveUp(nil)
 	}
 	if f.r == nil {
-		return true, nil
+		return true, false
 	}
 	s.tries++
 	if cutShort(s.ctx, s.last, f) {
 		return false, s.giveUp(s.ctx.Err())
 	}
 	s.last = f
-	return false, nil
+	return false, false
 }
 
-// tryOnce makes an attempt. Refused the first time, the Lock takes a place in
-// the queue (unless the strategy gives up) and looks at it: again reports
-// that the look found it first and the key free, to attempt at once.
-func (s *waitLoop) tryOnce() (again bool, st *lockResult) {
+// tryOnce makes an attempt. Refused the first time, the Lock takes a place
+// in the queue (unless the strategy gives up) and looks at it: again
+// reports that the look found it first and the key free, to attempt at
+// once.
+func (s *waitLoop) tryOnce() (again, ended bool) {
 	s.attempts++
 	l, e := s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
 	if e == nil {
-		return false, &lockResult{l: l}
+		s.l = l
+		return false, true
 	}
 	f := tryFailure{qerr: e, hint: e.retryAfter}
 	if cutShort(s.ctx, s.last, f) {
@@ -154,17 +153,18 @@ func (s *waitLoop) tryOnce() (again bool, st *lockResult) {
 	}
 	s.tries++
 	if s.w != nil {
-		return false, nil
+		return false, false
 	}
 	var ok bool
 	if s.delay, ok = s.lc.retry(s.tries); !ok {
-		return false, &lockResult{err: e}
+		s.err = e
+		return false, true
 	}
 	s.asked = true
 	s.w = s.c.hand.join(s.t.rkey)
 	f = s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.r == nil && f.cause == nil {
-		return true, nil
+		return true, false
 	}
 	if f.fatal() {
 		if f.cause == nil {
@@ -173,14 +173,14 @@ func (s *waitLoop) tryOnce() (again bool, st *lockResult) {
 		return false, s.giveUp(f.cause)
 	}
 	s.last.hint = sooner(s.last.hint, f.hint)
-	return false, nil
+	return false, false
 }
 
-// sleepUntilNext waits for the next try as the strategy says, no longer than the
-// last failure's hint, nor than a third of our place's lease (which the
-// next look refreshes), and reports whether a notice woke it (the Lock is
-// first and the key free).
-func (s *waitLoop) sleepUntilNext() (bool, *lockResult) {
+// sleepUntilNext waits for the next try as the strategy says, no longer
+// than the last failure's hint, nor than a third of our place's lease
+// (which the next look refreshes), and reports whether a notice woke it
+// (the Lock is first and the key free).
+func (s *waitLoop) sleepUntilNext() (woken, ended bool) {
 	if !s.asked {
 		var ok bool
 		if s.delay, ok = s.lc.retry(s.tries); !ok {
@@ -196,7 +196,7 @@ func (s *waitLoop) sleepUntilNext() (bool, *lockResult) {
 	if err != nil {
 		return false, s.giveUp(err)
 	}
-	return woken, nil
+	return woken, false
 }
 
 // cutShort reports whether try f, which failed after last, was ended by
