@@ -311,10 +311,3 @@ func (h *handoff) close() {
 	}
 	wg.Wait()
 }
-
-// leaveOn takes the place p out of rkey's queue on nodes, in the background.
-func (c *Client) leaveOn(ctx context.Context, nodes []node, p *wire.Place, rkey string, ttl time.Duration) {
-	if len(nodes) > 0 {
-		c.sendDetached(ctx, &wire.Op{Kind: wire.OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}, nodes, ttl)
-	}
-}

@@ -110,6 +110,13 @@ func (s *waitLoop) giveUp(cause error) (ended bool) {
 	return true
 }
 
+// leaveOn takes the place p out of rkey's queue on nodes, in the background.
+func (c *Client) leaveOn(ctx context.Context, nodes []node, p *wire.Place, rkey string, ttl time.Duration) {
+	if len(nodes) > 0 {
+		c.sendDetached(ctx, &wire.Op{Kind: wire.OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}, nodes, ttl)
+	}
+}
+
 // lookAtQueue looks at the queue, and reports whether the Lock is first
 // there with the key free.
 func (s *waitLoop) lookAtQueue() (first, ended bool) {
