@@ -1,10 +1,14 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // Sentinel errors, for errors.Is. The words are those of the glossary in
@@ -168,4 +172,59 @@ func permanent(err error) (hint string, ok bool) {
 		return "the node cannot run the library's Lua scripts", true
 	}
 	return "", false
+}
+
+// reason is why the node did not agree, for a NodeResult; nil if it did.
+func reason(r wire.Result) error {
+	switch {
+	case r.OK():
+		return nil
+	case r.Guarded:
+		return ErrNodeRestarted
+	case r.Status == wire.StatusHeld:
+		return ErrHeld
+	case r.Status == wire.StatusQueued:
+		return ErrQueued
+	case r.Status == wire.StatusAbsent:
+		return ErrNoKey
+	case r.Undecided():
+		return errUndecided
+	}
+	return r.Err
+}
+
+// quorumError describes a failed round over nodes (quorum of them make a
+// majority), with already agreements
+// from earlier rounds, as ErrNotObtained: the Lock's Extend and Unlock then
+// tell from the nodes' answers whether the lock has ended (Lock.endedBy).
+func quorumError(op, key string, nodes []node, quorum int, r *round, already int, ctx context.Context) *QuorumError {
+	e := &QuorumError{Op: op, key: key, Quorum: quorum, Granted: r.tally.ok + already, err: ErrNotObtained, cause: ctx.Err()}
+	for i, res := range r.results {
+		if res.OK() {
+			continue
+		}
+		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: reason(res)})
+	}
+	return e
+}
+
+// unusable returns, when so many nodes of the round failed for good that no
+// majority is possible until something changes, what to change; else "".
+func (r *round) unusable() string {
+	var hints []string
+	failed := 0
+	for _, res := range r.results {
+		hint, ok := permanent(res.Err)
+		if !ok {
+			continue
+		}
+		failed++
+		if !slices.Contains(hints, hint) {
+			hints = append(hints, hint)
+		}
+	}
+	if failed <= r.tally.n-r.tally.need {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d nodes cannot grant it until that changes: %s", failed, r.tally.n, strings.Join(hints, "; "))
 }

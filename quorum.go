@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/nodeio"
@@ -305,25 +304,6 @@ func (r *round) finish(wg *background, late func(i int, res wire.Result)) {
 	})
 }
 
-// reason is why the node did not agree, for a NodeResult; nil if it did.
-func reason(r wire.Result) error {
-	switch {
-	case r.OK():
-		return nil
-	case r.Guarded:
-		return ErrNodeRestarted
-	case r.Status == wire.StatusHeld:
-		return ErrHeld
-	case r.Status == wire.StatusQueued:
-		return ErrQueued
-	case r.Status == wire.StatusAbsent:
-		return ErrNoKey
-	case r.Undecided():
-		return errUndecided
-	}
-	return r.Err
-}
-
 // Reasons a node did not agree that callers match only through the text.
 var (
 	// errUndecided: the node had not answered when the round was decided;
@@ -334,38 +314,57 @@ var (
 	errNoResult = errors.New("node call returned no result")
 )
 
-// quorumError describes a failed round over nodes (quorum of them make a
-// majority), with already agreements
-// from earlier rounds, as ErrNotObtained: the Lock's Extend and Unlock then
-// tell from the nodes' answers whether the lock has ended (Lock.endedBy).
-func quorumError(op, key string, nodes []node, quorum int, r *round, already int, ctx context.Context) *QuorumError {
-	e := &QuorumError{Op: op, key: key, Quorum: quorum, Granted: r.tally.ok + already, err: ErrNotObtained, cause: ctx.Err()}
-	for i, res := range r.results {
-		if res.OK() {
-			continue
-		}
-		e.Nodes = append(e.Nodes, NodeResult{Node: nodes[i].Name(), Err: reason(res)})
-	}
-	return e
+// background counts a Client's goroutines that outlive the calls that
+// started them (late replies of a round, the nodes' stream writers), so
+// that Close can wait for them. Unlike a sync.WaitGroup, it may grow from
+// zero while Close waits: a Lock in flight when Close is called starts the
+// handler of its round's late replies then (which takes back grants that
+// come too late), and Close waits for that one too. (With a WaitGroup that
+// Add raced with Close's Wait: the simulator's Close mid-run found it,
+// under -race.)
+type background struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero, if Wait is waiting
 }
 
-// unusable returns, when so many nodes of the round failed for good that no
-// majority is possible until something changes, what to change; else "".
-func (r *round) unusable() string {
-	var hints []string
-	failed := 0
-	for _, res := range r.results {
-		hint, ok := permanent(res.Err)
-		if !ok {
-			continue
-		}
-		failed++
-		if !slices.Contains(hints, hint) {
-			hints = append(hints, hint)
-		}
+// Add adds delta to the count.
+func (b *background) Add(delta int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.n += delta
+	if b.n < 0 {
+		panic("redlock: background count below zero")
 	}
-	if failed <= r.tally.n-r.tally.need {
-		return ""
+	if b.n == 0 && b.idle != nil {
+		close(b.idle)
+		b.idle = nil
 	}
-	return fmt.Sprintf("%d of %d nodes cannot grant it until that changes: %s", failed, r.tally.n, strings.Join(hints, "; "))
+}
+
+// Done subtracts one from the count.
+func (b *background) Done() { b.Add(-1) }
+
+// Go runs f on a goroutine of its own, counted.
+func (b *background) Go(f func()) {
+	b.Add(1)
+	go func() {
+		defer b.Done()
+		f()
+	}()
+}
+
+// Wait waits until the count is zero.
+func (b *background) Wait() {
+	b.mu.Lock()
+	if b.n == 0 {
+		b.mu.Unlock()
+		return
+	}
+	if b.idle == nil {
+		b.idle = make(chan struct{})
+	}
+	idle := b.idle
+	b.mu.Unlock()
+	<-idle
 }
