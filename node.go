@@ -6,9 +6,9 @@ import (
 
 // node is everything the library asks of one Redis master.
 type node interface {
-	// Start sends c.o to the node and returns at once; the node hands its
-	// result to c.To.Deliver(c.i, ·) exactly once: when it answered, when
-	// the call failed, or when the call ended before it could be sent.
+	// Start sends c.Op to the node and returns at once; the node hands its
+	// result to c.To.Deliver(c.Index, ·) exactly once: when it answered,
+	// when the call failed, or when the call ended before it could be sent.
 	Start(c nodeio.Call)
 	Name() string
 	// Watch subscribes to channel, calls ready once the node has confirmed

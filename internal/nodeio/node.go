@@ -91,7 +91,7 @@ func (n *Node) Start(c Call) {
 	}
 }
 
-// startAll sends calls together: in one batch of a standalone or Sentinel
+// StartAll sends calls together: in one batch of a standalone or Sentinel
 // node's stream; a Cluster node routes each by its key.
 func (n *Node) StartAll(calls []Call) {
 	if n.cluster == nil {
