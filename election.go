@@ -54,7 +54,7 @@ const (
 
 // campaignRetry is a candidate's default strategy: no delay of its own, so
 // that a candidate looks at the queue only to refresh its place and when
-// the leader's keys run out (see Client.lock), and otherwise waits for the
+// the leader's keys run out (see Client.lockQueued), and otherwise waits for the
 // release that names it.
 func campaignRetry(int) (time.Duration, bool) { return math.MaxInt64, true }
 

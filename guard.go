@@ -13,7 +13,7 @@ import (
 //
 // The run_id comes with every acquire result of a standalone or Sentinel
 // node: each node's stream asks INFO server once per connection, before the
-// first acquire it sends on it (stream.prepare). A server that restarts
+// first acquire it sends on it (stream.prepare, in internal/nodeio). A server that restarts
 // closes every connection, so a connection's run_id cannot go stale: a
 // restarted node is seen at the first acquire after it, on a fresh
 // connection. A node is only known once this Client has heard from it: a

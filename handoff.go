@@ -16,7 +16,7 @@ import (
 // script.go: queueLua). A Lock refused once takes a place in the key's
 // queue on every node: an ID and a ticket, chosen once, so that every node
 // orders the same waiters the same way; it refreshes its place while it
-// waits, and tries again only when it is first (see Client.lock). A node
+// waits, and tries again only when it is first (see Client.lockQueued). A node
 // grants a free key only to the first waiter, so the queue spans every
 // process that locks the key, and this Client's waiters are ordered by it
 // like any others: tickets of one Client strictly increase.
