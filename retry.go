@@ -2,7 +2,10 @@ package redlock
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // RetryStrategy decides whether [Client.Lock] tries again after a failed
@@ -81,4 +84,68 @@ func jitter(lo, hi time.Duration) time.Duration {
 		return lo
 	}
 	return lo + rand.N(hi-lo)
+}
+
+// retryHint bounds the wait after a failed attempt that took round. If one
+// token refused on a majority of nodes, it holds the lock, whose keys are
+// gone at the latest when its longest PTTL runs out (no bound if a key has
+// no TTL). If no token holds a majority while a majority of nodes answered,
+// nobody holds the lock: a split vote between contenders, or keys on their
+// way out. Then waiting for a release notice would wait for nothing, so the
+// answer is a random delay of up to two rounds, which parts the
+// contenders. Not so for a multi-key set (set) refused by more than one
+// token: each node names the holder of one of its keys, and the holders of
+// different keys need not hold a majority each to hold them all (a key
+// held on a bare majority names another key's holder on the other nodes).
+// The keys named are gone at the latest when the longest PTTL among them
+// runs out: look again then (others may be held longer; the next refusal
+// names them). With too many nodes failing there is no bound: the retry
+// strategy decides.
+func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duration {
+	type holder struct {
+		token string
+		n     int
+		pttl  time.Duration // longest
+		noTTL bool          // some key of it has no TTL
+	}
+	var holders []holder
+	answered := 0
+	for _, res := range r.results {
+		switch {
+		case res.Guarded: // a restarted node's grant: as good as no answer
+		case res.Status == wire.StatusOK, res.Status == wire.StatusRefreshed, res.Status == wire.StatusAbsent:
+			answered++
+		case res.Status == wire.StatusHeld:
+			answered++
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value })
+			if i < 0 {
+				holders, i = append(holders, holder{token: res.Value}), len(holders)
+			}
+			h := &holders[i]
+			h.n++
+			h.pttl, h.noTTL = max(h.pttl, res.PTTL), h.noTTL || res.PTTL < 0
+		}
+	}
+	for _, h := range holders {
+		if h.n >= quorum {
+			if h.noTTL {
+				return 0
+			}
+			return h.pttl + time.Millisecond
+		}
+	}
+	if set && len(holders) > 1 {
+		var longest time.Duration
+		for _, h := range holders {
+			if h.noTTL {
+				return 0
+			}
+			longest = max(longest, h.pttl)
+		}
+		return longest + time.Millisecond
+	}
+	if answered >= quorum {
+		return jitter(time.Microsecond, 2*round+time.Microsecond)
+	}
+	return 0
 }

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -231,4 +232,32 @@ func TestLockRetries(t *testing.T) {
 			require.Len(t, qe.Nodes, 3, "the last attempt's node errors: %v", err)
 		})
 	})
+}
+
+func TestRetryAfter(t *testing.T) {
+	c := newTestClient(t, newFakeNodes(5))
+	held := func(token string, pttl time.Duration) wire.Result {
+		return wire.Result{Status: wire.StatusHeld, Value: token, PTTL: pttl}
+	}
+	ok, down := wire.Result{Status: wire.StatusOK}, wire.Result{Err: errFakeDown}
+	const rt = time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		results []wire.Result
+		lo, hi  time.Duration // want a value in [lo, hi]; 0, 0: no bound
+	}{
+		{"holder with a majority", []wire.Result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
+		{"holder without TTL", []wire.Result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
+		{"split vote", []wire.Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"majority down", []wire.Result{held("A", time.Minute), ok, down, down, down}, 0, 0},
+		{"a set's keys held by two holders", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		{"a set's keys held by two holders, one without TTL", []wire.Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := retryHint(&round{results: tc.results}, c.quorum(), rt, strings.HasPrefix(tc.name, "a set"))
+			if got < tc.lo || got > tc.hi {
+				t.Fatalf("got %v, want in [%v, %v]", got, tc.lo, tc.hi)
+			}
+		})
+	}
 }
