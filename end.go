@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // This file is how a lock ends, and how its holder learns it: Done, Err,
-// the work context of Do and Election.Lead, and the look at the clock that
-// each of them makes first.
+// the work context of Do and Election.Lead, the look at the clock that
+// each of them makes first, and what a failed round says of the end
+// (endedBy).
 
 // The reasons a lock ends when its validity runs out: a lock without
 // auto-extension, and an auto-extended one whose extensions did not fail.
@@ -199,4 +202,26 @@ func (l *Lock) invalidate(released bool) {
 		l.noteEnd()
 	}
 	l.released = l.released || released
+}
+
+// endedBy tells, from a failed extend or release round over the lock's
+// nodes idx (nil: all of them), whether the lock has ended: ErrTakenOver if
+// a node that granted it now shows another token, ErrExpired if such a
+// node has no key, nil if the answers cannot tell (too few nodes
+// answered). A node that never granted the lock says nothing about it: a
+// contender's passing key there, or no key, is what it had all along.
+func (l *Lock) endedBy(r *round, idx []int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ended error
+	for j, res := range r.results {
+		switch i := nodeIndex(idx, j); {
+		case !l.nodes[i].granted:
+		case res.Status == wire.StatusHeld:
+			return ErrTakenOver
+		case res.Status == wire.StatusAbsent:
+			ended = ErrExpired
+		}
+	}
+	return ended
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // handoff is the Client's side of the wait queues (the nodes' side is in
-// script.go: queueLua). A Lock refused once takes a place in the key's
+// internal/wire/queue.go). A Lock refused once takes a place in the key's
 // queue on every node: an ID and a ticket, chosen once, so that every node
 // orders the same waiters the same way; it refreshes its place while it
 // waits, and tries again only when it is first (see Client.lockQueued). A node

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // Lock is one acquisition of a lock: its holder's handle. It is safe for
@@ -89,37 +87,6 @@ func (l *Lock) validUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
-}
-
-// nodeIndex is the Client's index of the j-th node of a round over the
-// nodes idx (nil: all of them).
-func nodeIndex(idx []int, j int) int {
-	if idx == nil {
-		return j
-	}
-	return idx[j]
-}
-
-// endedBy tells, from a failed extend or release round over the lock's
-// nodes idx (nil: all of them), whether the lock has ended: ErrTakenOver if
-// a node that granted it now shows another token, ErrExpired if such a
-// node has no key, nil if the answers cannot tell (too few nodes
-// answered). A node that never granted the lock says nothing about it: a
-// contender's passing key there, or no key, is what it had all along.
-func (l *Lock) endedBy(r *round, idx []int) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var ended error
-	for j, res := range r.results {
-		switch i := nodeIndex(idx, j); {
-		case !l.nodes[i].granted:
-		case res.Status == wire.StatusHeld:
-			return ErrTakenOver
-		case res.Status == wire.StatusAbsent:
-			ended = ErrExpired
-		}
-	}
-	return ended
 }
 
 func (l *Lock) isReleased() bool {

@@ -106,6 +106,15 @@ func (l *Lock) toRelease(cooldown time.Duration) (ttl time.Duration, idx []int, 
 	return l.ttl, idx, already
 }
 
+// nodeIndex is the Client's index of the j-th node of a round over the
+// nodes idx (nil: all of them).
+func nodeIndex(idx []int, j int) int {
+	if idx == nil {
+		return j
+	}
+	return idx[j]
+}
+
 // concludeRelease concludes a release round r over nodes (the lock's nodes idx,
 // nil: all), with already confirmations from earlier rounds.
 func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []node, r *round, already int, idx []int) error {
