@@ -77,8 +77,14 @@ func (r *results) targetsLoad(p func(format string, args ...any)) {
 		trl, have := row(tp.rows, tname, "redlock, 5 nodes")
 		trs, _ := row(tp.rows, tname, "redsync v4, 5 nodes")
 		if have {
-			p("| throughput, %d goroutines, ÷ bsm/redislock (1 node) | ≥ %.1f× | %.3f× | %.3f× | %s |\n", tp.workers, tp.target, trl.Ratio, trs.Ratio, verdict(trl.Ratio >= tp.target))
+			p("| throughput, %d goroutines, ÷ floor (1 node) | ≥ %.1f× | %.3f× | %.3f× | %s |\n", tp.workers, tp.target, trl.FloorRatio, trs.FloorRatio, verdict(trl.FloorRatio >= tp.target))
 		}
+	}
+	if trl, have := row(r.Tput, tname, "redlock, 5 nodes"); have {
+		floor := r.Tput[0] // the floor runs first
+		trs, _ := row(r.Tput, tname, "redsync v4, 5 nodes")
+		cpu := func(t tputRow) float64 { return float64(t.ClientCPU) / float64(floor.ClientCPU) }
+		p("| client CPU per cycle, 32 goroutines, ÷ floor's (%s) | ≤ 1.2× | %.2f× | %.2f× | %s |\n", fmtDur(floor.ClientCPU), cpu(trl), cpu(trs), verdict(cpu(trl) <= 1.2))
 	}
 	fname := func(f faultRow) string { return f.Name + "/" + f.Fault }
 	for _, fault := range []string{faultPause, faultKill} {

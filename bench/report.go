@@ -45,7 +45,8 @@ type cycleRow struct {
 type tputRow struct {
 	Name, Lib string
 	tputRound
-	Ratio float64 // ÷ bsm/redislock, median of the rounds' ratios
+	Ratio      float64 // ÷ bsm/redislock, median of the rounds' ratios
+	FloorRatio float64 // ÷ the floor (the first contender), likewise
 }
 
 type handoffRow struct {
@@ -99,13 +100,14 @@ func summarizeCycles(cs []contender, ss []cycleSamples) []cycleRow {
 func summarizeThroughput(cs []contender, rs [][]tputRound, ref int) []tputRow {
 	rows := make([]tputRow, len(cs))
 	for i, c := range cs {
-		var per, ratios []float64
+		var per, ratios, floor []float64
 		var ccpu, scpu []time.Duration
 		for r, t := range rs[i] {
 			per, ratios = append(per, t.PerSec), append(ratios, t.PerSec/rs[ref][r].PerSec)
+			floor = append(floor, t.PerSec/rs[0][r].PerSec)
 			ccpu, scpu = append(ccpu, t.ClientCPU), append(scpu, t.ServerCPU)
 		}
-		rows[i] = tputRow{Name: c.Name, Lib: c.Lib, Ratio: median(ratios),
+		rows[i] = tputRow{Name: c.Name, Lib: c.Lib, Ratio: median(ratios), FloorRatio: median(floor),
 			tputRound: tputRound{PerSec: median(per), ClientCPU: median(ccpu), ServerCPU: median(scpu)}}
 	}
 	return rows
