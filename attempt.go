@@ -130,9 +130,15 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	// A grant took our place out of the node's queue; elsewhere it goes now,
 	// or when the node's late reply comes.
 	c.leaveOn(ctx, refused, a.place, a.rkey, ttl)
-	a.r.finish(&c.bg, func(i int, res wire.Result) {
-		l.lateGrant(ctx, i, res)
-		if a.place != nil && res.Status != wire.StatusOK && res.Status != wire.StatusRefreshed {
+	a.r.finish(&c.bg, func(i int, res wire.Result) func() {
+		again := l.lateGrant(ctx, i, res)
+		if a.place == nil || res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed {
+			return again
+		}
+		return func() {
+			if again != nil {
+				again()
+			}
 			c.leaveOn(ctx, []node{c.nodes[i]}, a.place, a.rkey, ttl)
 		}
 	})
@@ -155,10 +161,11 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	created := func(res wire.Result) bool {
 		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
 	}
-	a.r.finish(&c.bg, func(i int, res wire.Result) {
-		if created(res) {
-			c.releaseOn(ctx, []node{c.nodes[i]}, a.target, a.token, a.lc.ttl, 0)
+	a.r.finish(&c.bg, func(i int, res wire.Result) func() {
+		if !created(res) {
+			return nil
 		}
+		return func() { c.releaseOn(ctx, []node{c.nodes[i]}, a.target, a.token, a.lc.ttl, 0) }
 	})
 	var mine []node
 	for i, res := range a.r.results {

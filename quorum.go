@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -79,12 +77,6 @@ func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl 
 	f.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}).finish(&f.bg, nil)
 }
 
-// reply is one node's result, tagged with the node's index.
-type reply struct {
-	i int
-	r wire.Result
-}
-
 // request is one round to send: an op, the nodes to send it to, and when
 // the round is decided.
 type request struct {
@@ -113,34 +105,6 @@ type request struct {
 // context (see detach).
 func (req request) detached() bool { return req.detach && !mutated(mutCallsAttached) }
 
-// round is one request sent to every node at once. Each node reports on a
-// buffered channel (see deliver), so a node that never answers cannot block
-// anyone; fanOut stops waiting for it at the round's deadline whether or
-// not the client honours context deadlines (go-redis ignores them on reads
-// unless ContextTimeoutEnabled is set).
-type round struct {
-	results []wire.Result   // by node index: in buf when it fits
-	buf     [5]wire.Result  // the results of a round over up to 5 nodes, in the round's own allocation
-	latency []time.Duration // by node index, when timed: from the start of the round to the reply
-	tally   tally
-	pending int // calls still running when fanOut returned
-	replies chan reply
-	judge   func(i int, r wire.Result) wire.Result // request.judge
-}
-
-// Deliver is how node i hands over its result, exactly once, from whatever
-// goroutine it answers on. It never blocks.
-func (r *round) Deliver(i int, res wire.Result) {
-	res.Answered = true
-	if res.Status == wire.StatusFailed && res.Err == nil {
-		res.Err = errNoResult
-	}
-	if r.judge != nil {
-		res = r.judge(i, res)
-	}
-	r.replies <- reply{i, res}
-}
-
 // fanOut sends req.op to every node of req concurrently, each call bounded
 // by req.timeout (and by ctx), and collects replies until req.stop reports
 // the round decided, every node replied, the timeout passed or ctx is done.
@@ -155,11 +119,11 @@ func (r *round) Deliver(i int, res wire.Result) {
 func fanOut(ctx context.Context, req request) *round {
 	start := time.Now()
 	deadline := start.Add(req.timeout)
-	r := newRound(req)
+	r := newRound(req, start)
 	for i, nd := range req.nodes {
 		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
 	}
-	r.collect(ctx, req, start, deadline)
+	r.collect(ctx, req, deadline)
 	return r
 }
 
@@ -172,7 +136,7 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 	start := time.Now()
 	rounds := make([]*round, len(reqs))
 	for j := range reqs {
-		rounds[j] = newRound(reqs[j])
+		rounds[j] = newRound(reqs[j], start)
 	}
 	if len(reqs) == 0 {
 		return rounds
@@ -186,7 +150,7 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 		startAll(nd, calls)
 	}
 	for j, r := range rounds {
-		r.collect(ctx, reqs[j], start, deadline)
+		r.collect(ctx, reqs[j], deadline)
 	}
 	return rounds
 }
@@ -208,14 +172,17 @@ func startAll(nd node, calls []nodeio.Call) {
 }
 
 // newRound encodes req's op and makes its round.
-func newRound(req request) *round {
+func newRound(req request, start time.Time) *round {
 	n := len(req.nodes)
 	req.op.Encode()
 	r := &round{
 		tally:   tally{n: n, need: req.need},
 		pending: n,
-		replies: make(chan reply, n),
+		wake:    make(chan struct{}, 1),
 		judge:   req.judge,
+		stop:    req.stop,
+		settled: req.settled,
+		start:   start,
 	}
 	if n <= len(r.buf) {
 		r.results = r.buf[:n]
@@ -228,98 +195,12 @@ func newRound(req request) *round {
 	return r
 }
 
-// collect records replies until req.stop or req.settled decides the round,
-// every node replied, the deadline passed or ctx is done.
-func (r *round) collect(ctx context.Context, req request, start, deadline time.Time) {
-	var expired <-chan time.Time
-	for r.pending > 0 && (req.stop == nil || !req.stop(r.tally)) && (req.settled == nil || !req.settled(r.results)) {
-		if expired == nil {
-			select { // replies already in need no timer
-			case x := <-r.replies:
-				r.record(x, start)
-				continue
-			default:
-			}
-			t := time.NewTimer(time.Until(deadline))
-			defer t.Stop()
-			expired = t.C
-		}
-		select {
-		case x := <-r.replies:
-			r.record(x, start)
-		case <-expired:
-			r.timeOut(ctx, req.timeout)
-			return
-		case <-ctx.Done():
-			r.timeOut(ctx, req.timeout)
-			return
-		}
-	}
-}
-
-// record counts one reply that came in time.
-func (r *round) record(x reply, start time.Time) {
-	r.pending--
-	r.results[x.i] = x.r
-	if r.latency != nil {
-		r.latency[x.i] = time.Since(start)
-	}
-	if x.r.OK() {
-		r.tally.ok++
-	} else {
-		r.tally.against++
-	}
-}
-
-// timeOut records the nodes that have not answered when the round's
-// context ended: the caller's own cancellation or deadline is reported as
-// such; otherwise the node missed the round's deadline.
-func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
-	err := ctx.Err()
-	if err == nil {
-		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
-	}
-	for i := range r.results {
-		if !r.results[i].Answered {
-			r.results[i] = wire.Result{Err: err}
-			r.tally.against++
-		}
-	}
-}
-
-// finish hands the replies of calls still running to late, in a goroutine
-// tracked by wg, and releases the round's resources once every call has
-// returned. late may be nil.
-func (r *round) finish(wg *background, late func(i int, res wire.Result)) {
-	if r.pending == 0 {
-		return
-	}
-	wg.Go(func() {
-		for range r.pending {
-			x := <-r.replies
-			if late != nil {
-				late(x.i, x.r)
-			}
-		}
-	})
-}
-
-// Reasons a node did not agree that callers match only through the text.
-var (
-	// errUndecided: the node had not answered when the round was decided;
-	// its reply is handled when it comes.
-	errUndecided = errors.New("no reply yet when the outcome was decided")
-	// errNoResult: a node implementation returned neither a status nor an
-	// error (a bug; kept from counting as an answer).
-	errNoResult = errors.New("node call returned no result")
-)
-
-// background counts a Client's goroutines that outlive the calls that
-// started them (late replies of a round, the nodes' stream writers), so
-// that Close can wait for them. Unlike a sync.WaitGroup, it may grow from
-// zero while Close waits: a Lock in flight when Close is called starts the
-// handler of its round's late replies then (which takes back grants that
-// come too late), and Close waits for that one too. (With a WaitGroup that
+// background counts what a Client still has running after the calls that
+// started it returned (the late replies its rounds await, the goroutines
+// that act on them, the nodes' stream writers), so that Close can wait for
+// them. Unlike a sync.WaitGroup, it may grow from zero while Close waits: a
+// Lock in flight when Close is called counts its round's late replies then
+// (a late grant is taken back), and Close waits for those too. (With a WaitGroup that
 // Add raced with Close's Wait: the simulator's Close mid-run found it,
 // under -race.)
 type background struct {

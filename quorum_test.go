@@ -263,7 +263,7 @@ func newBenchClient(b *testing.B, n int, opts ...Option) *Client {
 }
 
 // BenchmarkFanOut compares the library's fan-out (decided at a majority,
-// stragglers handed to a tracked goroutine) with an errgroup
+// stragglers handed to the round's late handler) with an errgroup
 // fan-out (a goroutine per node per round; decided when every node has
 // answered), over 5 instant nodes: an acquire round and a release round
 // per op, healthy and with one node hung. round-p99-ns is the acquire

@@ -75,10 +75,13 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	o := l.op(wire.OpRelease, l.token, "", cooldown)
 	o.Wake = c.hand.wakeArg
 	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
-	r.finish(&c.bg, func(j int, res wire.Result) { l.onRelease(ctx, nodeIndex(idx, j), res) })
+	r.finish(&c.bg, func(j int, res wire.Result) func() { return l.onRelease(ctx, nodeIndex(idx, j), res) })
 	for j, res := range r.results {
-		if res.Answered {
-			l.onRelease(ctx, nodeIndex(idx, j), res)
+		if !res.Answered {
+			continue
+		}
+		if again := l.onRelease(ctx, nodeIndex(idx, j), res); again != nil {
+			again()
 		}
 	}
 	return l.concludeRelease(ctx, start, nodes, r, already, idx)
@@ -161,18 +164,20 @@ func namedHeads(r *round) []string {
 	return named
 }
 
-// lateGrant handles an acquire reply that arrived after Lock returned.
-func (l *Lock) lateGrant(ctx context.Context, i int, res wire.Result) {
+// lateGrant records an acquire reply that arrived after Lock returned (a
+// lateFunc: it returns the release to send again, if any).
+func (l *Lock) lateGrant(ctx context.Context, i int, res wire.Result) (then func()) {
 	l.mu.Lock()
 	if res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed {
 		l.nodes[i].granted, l.nodes[i].late = true, true
 	}
 	l.mu.Unlock()
-	l.releaseIfBehind(ctx, i)
+	return l.releaseIfBehind(ctx, i)
 }
 
-// onRelease records one node's answer to an Unlock, on time or late.
-func (l *Lock) onRelease(ctx context.Context, i int, res wire.Result) {
+// onRelease records one node's answer to an Unlock, on time or late, and
+// returns the release to send again, if any (see releaseIfBehind).
+func (l *Lock) onRelease(ctx context.Context, i int, res wire.Result) (then func()) {
 	l.mu.Lock()
 	st := &l.nodes[i]
 	if res.Status == wire.StatusOK {
@@ -181,23 +186,21 @@ func (l *Lock) onRelease(ctx context.Context, i int, res wire.Result) {
 		st.release = releaseMissed
 	}
 	l.mu.Unlock()
-	l.releaseIfBehind(ctx, i)
+	return l.releaseIfBehind(ctx, i)
 }
 
-// releaseIfBehind releases node i again if its grant came in behind a
-// release that found nothing.
-func (l *Lock) releaseIfBehind(ctx context.Context, i int) {
+// releaseIfBehind returns the release of node i to send again if its grant
+// came in behind a release that found nothing, nil if none is due.
+func (l *Lock) releaseIfBehind(ctx context.Context, i int) (then func()) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	st := &l.nodes[i]
-	again := st.late && st.release == releaseMissed
-	if again {
-		st.late = false // once
+	if !st.late || st.release != releaseMissed {
+		return nil
 	}
-	ttl, cooldown := l.ttl, l.cooldown
-	l.mu.Unlock()
-	if again {
-		l.c.sendDetached(ctx, l.op(wire.OpRelease, l.token, "", cooldown), []node{l.c.nodes[i]}, ttl)
-	}
+	st.late = false // once
+	o, ttl := l.op(wire.OpRelease, l.token, "", l.cooldown), l.ttl
+	return func() { l.c.sendDetached(ctx, o, []node{l.c.nodes[i]}, ttl) }
 }
 
 // handOver tells the Client's hand-off that the lock has been released

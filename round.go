@@ -1,0 +1,198 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// round is one request sent to every node at once (see fanOut). Each node
+// hands its result to Deliver, which records it and never blocks, so a
+// node that never answers cannot block anyone. The caller sleeps until the
+// round is decided and is woken once, by the reply that decides it, or at
+// the round's deadline whether or not the client honours context deadlines
+// (go-redis ignores them on reads unless ContextTimeoutEnabled is set), or
+// when its context ends. Replies that come after that go to the round's
+// late handler (see finish).
+type round struct {
+	results []wire.Result   // by node index: in buf when it fits
+	buf     [5]wire.Result  // the results of a round over up to 5 nodes, in the round's own allocation
+	latency []time.Duration // by node index, when timed: from the start of the round to the reply
+	tally   tally
+	pending int // calls still running: when fanOut returned, those late
+
+	judge   func(i int, r wire.Result) wire.Result // request.judge
+	stop    func(tally) bool                       // request.stop
+	settled func(results []wire.Result) bool       // request.settled
+	start   time.Time                              // when the round was sent
+
+	mu       sync.Mutex    // guards what follows, and the above until closed
+	wake     chan struct{} // one wake-up for the caller: decided, or out of time
+	woken    bool          // the wake-up was sent
+	closed   bool          // fanOut returned: replies from now on are late
+	finished bool          // finish was called: late replies go to late
+	late     lateFunc
+	bg       *background
+	held     []reply // late replies that came before finish
+}
+
+// reply is one node's result, tagged with the node's index.
+type reply struct {
+	i int
+	r wire.Result
+}
+
+// lateFunc handles the reply of node i that came after its round was
+// decided. It runs on the goroutine that delivered the reply (a node's
+// stream writer) and must not block: work that sends, and so waits for
+// replies, goes in the function it returns (nil: none), which runs on a
+// goroutine of its own that Close waits for.
+type lateFunc func(i int, res wire.Result) (then func())
+
+// Deliver is how node i hands over its result, exactly once, from whatever
+// goroutine it answers on. It never blocks (a late handler does not).
+func (r *round) Deliver(i int, res wire.Result) {
+	res.Answered = true
+	if res.Status == wire.StatusFailed && res.Err == nil {
+		res.Err = errNoResult
+	}
+	if r.judge != nil {
+		res = r.judge(i, res)
+	}
+	r.mu.Lock()
+	switch {
+	case !r.closed:
+		r.record(i, res)
+		wake := !r.woken && r.decided()
+		r.woken = r.woken || wake
+		r.mu.Unlock()
+		if wake {
+			r.wake <- struct{}{} // buffered, sent once
+		}
+	case !r.finished:
+		r.held = append(r.held, reply{i, res})
+		r.mu.Unlock()
+	default:
+		late, bg := r.late, r.bg
+		r.mu.Unlock()
+		handleLate(late, bg, i, res)
+	}
+}
+
+// decided reports whether the replies so far decide the round: every node
+// answered, or req.stop or req.settled says so. Callers hold r.mu.
+func (r *round) decided() bool {
+	return r.pending == 0 || r.stop != nil && r.stop(r.tally) || r.settled != nil && r.settled(r.results)
+}
+
+// collect waits until the replies decide the round, the deadline passes
+// or ctx is done; the nodes that have not answered by then are recorded as
+// not answered, with the reason.
+func (r *round) collect(ctx context.Context, req request, deadline time.Time) {
+	r.mu.Lock()
+	wait := !r.woken && !r.decided() // replies already in need no timer
+	r.mu.Unlock()
+	if wait {
+		t := time.AfterFunc(time.Until(deadline), r.outOfTime)
+		if done := ctx.Done(); done == nil {
+			<-r.wake
+		} else {
+			select {
+			case <-r.wake:
+			case <-done:
+			}
+		}
+		t.Stop()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if !r.decided() {
+		r.timeOut(ctx, req.timeout)
+	}
+}
+
+// outOfTime wakes the caller at the round's deadline.
+func (r *round) outOfTime() {
+	r.mu.Lock()
+	wake := !r.woken && !r.closed
+	r.woken = r.woken || wake
+	r.mu.Unlock()
+	if wake {
+		r.wake <- struct{}{}
+	}
+}
+
+// record counts one reply that came in time. Callers hold r.mu.
+func (r *round) record(i int, res wire.Result) {
+	r.pending--
+	r.results[i] = res
+	if r.latency != nil {
+		r.latency[i] = time.Since(r.start)
+	}
+	if res.OK() {
+		r.tally.ok++
+	} else {
+		r.tally.against++
+	}
+}
+
+// timeOut records the nodes that have not answered when the round's
+// context ended: the caller's own cancellation or deadline is reported as
+// such; otherwise the node missed the round's deadline. Callers hold r.mu.
+func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
+	err := ctx.Err()
+	if err == nil {
+		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
+	}
+	for i := range r.results {
+		if !r.results[i].Answered {
+			r.results[i] = wire.Result{Err: err}
+			r.tally.against++
+		}
+	}
+}
+
+// finish hands the replies of calls still running to late (which may be
+// nil), as they come, and counts them in bg until then, so that Close
+// waits for them.
+func (r *round) finish(bg *background, late lateFunc) {
+	r.mu.Lock()
+	if r.pending == 0 {
+		r.mu.Unlock()
+		return
+	}
+	r.finished, r.late, r.bg = true, late, bg
+	held := r.held
+	r.held = nil
+	bg.Add(r.pending)
+	r.mu.Unlock()
+	for _, x := range held {
+		handleLate(late, bg, x.i, x.r)
+	}
+}
+
+// handleLate runs late on one late reply, and what late returns on a
+// goroutine of its own, and counts the reply done.
+func handleLate(late lateFunc, bg *background, i int, res wire.Result) {
+	if late != nil {
+		if then := late(i, res); then != nil {
+			bg.Go(then)
+		}
+	}
+	bg.Done()
+}
+
+// Reasons a node did not agree that callers match only through the text.
+var (
+	// errUndecided: the node had not answered when the round was decided;
+	// its reply is handled when it comes.
+	errUndecided = errors.New("no reply yet when the outcome was decided")
+	// errNoResult: a node implementation returned neither a status nor an
+	// error (a bug; kept from counting as an answer).
+	errNoResult = errors.New("node call returned no result")
+)

@@ -1,0 +1,114 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/nodeio"
+	"github.com/redlock-go/redlock/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// heldNode keeps each call it is given, for the test to answer by hand.
+type heldNode struct{ calls chan nodeio.Call }
+
+func newHeldNodes(n int) ([]node, []heldNode) {
+	nodes, held := make([]node, n), make([]heldNode, n)
+	for i := range held {
+		held[i] = heldNode{calls: make(chan nodeio.Call, 4)}
+		nodes[i] = held[i]
+	}
+	return nodes, held
+}
+
+func (h heldNode) Start(c nodeio.Call) { h.calls <- c }
+func (heldNode) Name() string          { return "held" }
+func (heldNode) Watch(string, func(string, string), func()) func() {
+	return func() {}
+}
+
+// answer delivers status for node i's next call.
+func (h heldNode) answer(status wire.Status) {
+	c := <-h.calls
+	c.To.Deliver(c.Index, wire.Result{Status: status})
+}
+
+// TestRoundLateReplies: a round decided at a majority returns at once; the
+// replies that come after it, whether before finish or after, reach the
+// late handler once each, and their follow-up runs on a goroutine of its
+// own (a follow-up that blocks does not block the node that delivered);
+// the background count covers both until they are done.
+func TestRoundLateReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes, held := newHeldNodes(5)
+		var bg background
+		o := wire.NewOp(wire.OpAcquire, "redlock:{k}", "tok", "tok", time.Minute)
+		done := make(chan *round)
+		go func() {
+			done <- fanOut(context.Background(), request{op: o, nodes: nodes, need: 3, timeout: time.Hour, stop: tally.decided})
+		}()
+		for _, h := range held[:3] {
+			h.answer(wire.StatusOK)
+		}
+		r := <-done
+		require.True(t, r.tally.won())
+		require.Equal(t, 2, r.pending)
+
+		held[3].answer(wire.StatusOK) // late, before finish: kept for it
+		var got []int
+		release := make(chan struct{})
+		followed := make(chan int, 2)
+		r.finish(&bg, func(i int, res wire.Result) func() {
+			got = append(got, i)
+			return func() {
+				<-release
+				followed <- i
+			}
+		})
+		require.Equal(t, []int{3}, got, "the reply that came before finish")
+		held[4].answer(wire.StatusRefreshed) // late, after finish: handled as it comes
+		require.Equal(t, []int{3, 4}, got)
+
+		idle := make(chan struct{})
+		go func() { bg.Wait(); close(idle) }()
+		synctest.Wait()
+		select {
+		case <-idle:
+			t.Fatal("the background count ended before the follow-ups ran")
+		default:
+		}
+		close(release)
+		<-idle
+		require.ElementsMatch(t, []int{3, 4}, []int{<-followed, <-followed})
+	})
+}
+
+// TestRoundOutOfTime: with a context that never ends (no Done channel),
+// a round that is not decided ends at its deadline, with the nodes that
+// did not answer recorded as such.
+func TestRoundOutOfTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes, held := newHeldNodes(3)
+		o := wire.NewOp(wire.OpAcquire, "redlock:{k}", "tok", "tok", time.Minute)
+		done := make(chan *round)
+		start := time.Now()
+		go func() {
+			done <- fanOut(context.Background(), request{op: o, nodes: nodes, need: 2, timeout: 30 * time.Millisecond, stop: tally.decided})
+		}()
+		held[0].answer(wire.StatusOK)
+		r := <-done
+		require.Equal(t, 30*time.Millisecond, time.Since(start))
+		require.False(t, r.tally.decided() && r.tally.won())
+		require.Equal(t, 2, r.tally.against)
+		for _, res := range r.results[1:] {
+			require.ErrorIs(t, res.Err, context.DeadlineExceeded)
+		}
+		var bg background
+		r.finish(&bg, nil)
+		held[1].answer(wire.StatusOK)
+		held[2].answer(wire.StatusOK)
+		bg.Wait()
+	})
+}
