@@ -38,8 +38,12 @@ type Call struct {
 }
 
 // Ended reports whether the call may no longer be sent.
-func (c *Call) Ended() bool {
-	return (!c.Detached && c.Ctx.Err() != nil) || !time.Now().Before(c.Deadline)
+func (c *Call) Ended() bool { return c.EndedAt(time.Now()) }
+
+// EndedAt reports whether the call may no longer be sent at now: a batch
+// reads the clock once for all its calls.
+func (c *Call) EndedAt(now time.Time) bool {
+	return (!c.Detached && c.Ctx.Err() != nil) || !now.Before(c.Deadline)
 }
 
 // NotSent is the error of a call that ended before it was sent.

@@ -126,9 +126,9 @@ func (s *stream) prune() []Call {
 		return nil
 	}
 	var ended []Call
-	live := s.queue[:0]
+	live, now := s.queue[:0], time.Now()
 	for _, c := range s.queue {
-		if c.Ended() {
+		if c.EndedAt(now) {
 			ended = append(ended, c)
 		} else {
 			live = append(live, c)
@@ -229,11 +229,12 @@ func (s *stream) send(batch []Call) {
 	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
 	defer clear(s.cmds)
 	connErr, guardErr := s.prepare(ctx, batch)
+	now := time.Now()
 	for j := range batch {
 		c := &batch[j]
 		var err error
 		switch {
-		case c.Ended():
+		case c.EndedAt(now):
 			err = c.NotSent()
 		case connErr != nil:
 			err = connErr
