@@ -216,13 +216,7 @@ func (s *stream) send(batch []Call) {
 	// longer than its calls would wait.
 	ctx := context.Background()
 	if s.ctxTimeout {
-		var latest time.Time
-		for i := range batch {
-			if batch[i].Deadline.After(latest) {
-				latest = batch[i].Deadline
-			}
-		}
-		s.bctx.begin(latest)
+		s.bctx.begin(latestDeadline(batch))
 		defer s.bctx.end()
 		ctx = &s.bctx
 	}
@@ -269,6 +263,17 @@ func (s *stream) send(batch []Call) {
 	if broken && s.conn != nil {
 		s.hangUp() // the next batch dials afresh and asks the run_id again
 	}
+}
+
+// latestDeadline is the latest of the batch's calls' deadlines.
+func latestDeadline(batch []Call) time.Time {
+	var latest time.Time
+	for i := range batch {
+		if batch[i].Deadline.After(latest) {
+			latest = batch[i].Deadline
+		}
+	}
+	return latest
 }
 
 // run sends the commands of s.cmds: a lone one as a plain command (the same
