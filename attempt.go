@@ -156,7 +156,9 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 // grants arrive, and describes the failure. Keys that already held our
 // token stay as they were when the token was the caller's (re-entry); with
 // a fresh token, "held already" can only be this attempt's own write, so
-// it goes too.
+// it goes too. The take-back is a release sent detached from the caller's
+// cancellation, bounded by the node timeout, and without a release notice
+// (it made no lock anyone held).
 func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	created := func(res wire.Result) bool {
 		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
@@ -165,7 +167,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 		if !created(res) {
 			return nil
 		}
-		return func() { c.releaseOn(ctx, []node{c.nodes[i]}, a.target, a.token, a.lc.ttl, 0) }
+		return func() { c.sendDetached(ctx, a.op(wire.OpRelease, a.token, "", 0), []node{c.nodes[i]}, a.lc.ttl) }
 	})
 	var mine []node
 	for i, res := range a.r.results {
@@ -173,7 +175,9 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 			mine = append(mine, c.nodes[i])
 		}
 	}
-	c.releaseOn(ctx, mine, a.target, a.token, a.lc.ttl, 0)
+	if len(mine) > 0 {
+		c.sendDetached(ctx, a.op(wire.OpRelease, a.token, "", 0), mine, a.lc.ttl)
+	}
 	qerr := quorumError("lock", a.key, c.nodes, c.quorum(), a.r, 0, ctx)
 	switch {
 	case a.wr != nil && !a.wr.tally.won():
@@ -190,15 +194,4 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	return qerr
-}
-
-// releaseOn releases the key on the given nodes (leaving it for cooldown
-// when not 0), with a context detached from the caller's cancellation and
-// bounded by the node timeout, and without a release notice: it takes back
-// grants that made no lock (a failed attempt's) or that an Unlock has
-// already announced (late grants).
-func (c *Client) releaseOn(ctx context.Context, nodes []node, t target, token string, ttl, cooldown time.Duration) {
-	if len(nodes) > 0 {
-		c.sendDetached(ctx, t.op(wire.OpRelease, token, "", cooldown), nodes, ttl)
-	}
 }

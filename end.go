@@ -215,7 +215,11 @@ func (l *Lock) endedBy(r *round, idx []int) error {
 	defer l.mu.Unlock()
 	var ended error
 	for j, res := range r.results {
-		switch i := nodeIndex(idx, j); {
+		i := j
+		if idx != nil {
+			i = idx[j]
+		}
+		switch {
 		case !l.nodes[i].granted:
 		case res.Status == wire.StatusHeld:
 			return ErrTakenOver

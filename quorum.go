@@ -2,12 +2,17 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 )
+
+// This file is the counting: what a majority is, the tally of a round,
+// and the round itself, which records each node's reply as it comes and
+// decides. How a round is sent to the nodes is in fanout.go.
 
 // quorum is the number of nodes that make a majority of n.
 func quorum(n int) int { return n/2 + 1 }
@@ -30,170 +35,192 @@ func (t tally) lost() bool { return t.against > t.n-t.need }
 // longer agree.
 func (t tally) decided() bool { return t.won() || t.lost() }
 
-// fleet is a Client's nodes and how a round is sent to them: each call
-// bounded by the node timeout, timed when an observer listens, and the
-// calls still running when a round is decided counted in bg, which Close
-// waits for.
-type fleet struct {
-	nodes   []node
-	timeout time.Duration // WithNodeTimeout; 0: a TTL's share (nodeTimeout)
-	timed   bool          // an observer listens: record each reply's latency
-	bg      background
+// round is one request sent to every node at once (see fanOut). Each node
+// hands its result to Deliver, which records it and never blocks, so a
+// node that never answers cannot block anyone. The caller sleeps until the
+// round is decided and is woken once, by the reply that decides it, or at
+// the round's deadline whether or not the client honours context deadlines
+// (go-redis ignores them on reads unless ContextTimeoutEnabled is set), or
+// when its context ends. Replies that come after that go to the round's
+// late handler (see finish).
+type round struct {
+	results []wire.Result   // by node index: in buf when it fits
+	buf     [5]wire.Result  // the results of a round over up to 5 nodes, in the round's own allocation
+	latency []time.Duration // by node index, when timed: from the start of the round to the reply
+	tally   tally
+	pending int // calls still running: when fanOut returned, those late
+
+	judge   func(i int, r wire.Result) wire.Result // see request
+	stop    func(tally) bool                       // see request
+	settled func(results []wire.Result) bool       // see request
+	start   time.Time                              // when the round was sent
+
+	mu       sync.Mutex    // guards what follows, and the above until closed
+	wake     chan struct{} // one wake-up for the caller: decided, or out of time
+	woken    bool          // the wake-up was sent
+	closed   bool          // fanOut returned: replies from now on are late
+	finished bool          // finish was called: late replies go to late
+	late     lateFunc
+	bg       *background
+	held     []reply // late replies that came before finish
 }
 
-// quorum is the number of the fleet's nodes that make a majority.
-func (f *fleet) quorum() int { return quorum(len(f.nodes)) }
-
-// nodeTimeoutDivisor: unless WithNodeTimeout is given, a node call may take
-// TTL/20.
-const nodeTimeoutDivisor = 20
-
-// nodeTimeout bounds each node call of a round about a lock with ttl.
-func (f *fleet) nodeTimeout(ttl time.Duration) time.Duration {
-	if f.timeout > 0 {
-		return f.timeout
-	}
-	return ttl / nodeTimeoutDivisor
+// reply is one node's result, tagged with the node's index.
+type reply struct {
+	i int
+	r wire.Result
 }
 
-// send runs one round of req: on every node of the fleet unless req names
-// nodes.
-func (f *fleet) send(ctx context.Context, req request) *round {
-	if req.nodes == nil {
-		req.nodes = f.nodes
-	}
-	req.timed = f.timed
-	return fanOut(ctx, req)
-}
+// lateFunc handles the reply of node i that came after its round was
+// decided. It runs on the goroutine that delivered the reply (a node's
+// stream writer) and must not block: work that sends, and so waits for
+// replies, goes in the function it returns (nil: none), which runs on a
+// goroutine of its own that Close waits for.
+type lateFunc func(i int, res wire.Result) (then func())
 
-// sendDetached sends o to nodes in the background: detached from ctx's
-// cancellation, bounded by the node timeout of a lock with ttl, and not
-// waited for (Close waits for it). It takes back or leaves what needs no
-// answer: a failed attempt's grants, a waiter's place.
-func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration) {
-	if len(nodes) == 0 {
-		return
+// Deliver is how node i hands over its result, exactly once, from whatever
+// goroutine it answers on. It never blocks (a late handler does not).
+func (r *round) Deliver(i int, res wire.Result) {
+	res.Answered = true
+	if res.Status == wire.StatusFailed && res.Err == nil {
+		res.Err = errNoResult
 	}
-	f.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}).finish(&f.bg, nil)
-}
-
-// request is one round to send: an op, the nodes to send it to, and when
-// the round is decided.
-type request struct {
-	op      *wire.Op
-	nodes   []node
-	need    int              // agreements that make the round a success
-	timeout time.Duration    // bounds every node's call
-	stop    func(tally) bool // decides the round before every node answered; nil waits for all
-	// settled, if set, also decides the round early, from the replies so
-	// far (by node index; those not in yet are zero).
-	settled func(results []wire.Result) bool
-	// judge, if set, sees each reply before it is counted, and may return
-	// it marked as a grant that does not count (the restart guard does). It
-	// takes and returns a value: a pointer through a function value would
-	// move every reply to the heap.
-	judge func(i int, r wire.Result) wire.Result
-	timed bool // record each reply's latency, for observers
-	// detach sends the calls whatever becomes of ctx (each still ends at
-	// the node timeout): the round returns when ctx ends, but its calls go
-	// out. A release that returned at a majority must still
-	// reach the other nodes when the caller cancels its context next.
-	detach bool
-}
-
-// detached reports whether req's calls are detached from the caller's
-// context (see detach).
-func (req request) detached() bool { return req.detach && !mutated(mutCallsAttached) }
-
-// fanOut sends req.op to every node of req concurrently, each call bounded
-// by req.timeout (and by ctx), and collects replies until req.stop reports
-// the round decided, every node replied, the timeout passed or ctx is done.
-// Nodes that have not replied by then are recorded as not answered, with
-// the reason. The caller must pass the round to finish, which takes care
-// of the calls still running.
-//
-// The round's deadline travels with each call as a time, not as a context
-// of its own: a node drops a call whose deadline passed before it could be
-// sent (see stream), and a derived context would cost the round 4 heap
-// allocations.
-func fanOut(ctx context.Context, req request) *round {
-	start := time.Now()
-	deadline := start.Add(req.timeout)
-	r := newRound(req, start)
-	for i, nd := range req.nodes {
-		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
+	if r.judge != nil {
+		res = r.judge(i, res)
 	}
-	r.collect(ctx, req, deadline)
-	return r
-}
-
-// fanOutAll runs the rounds of reqs (the same nodes and timeout, an op
-// each) at once: each node is sent every op together, and every round is
-// collected as fanOut does, within the same deadline. So asking about many
-// keys costs one batch per node (one pipeline, on a node that batches) and
-// at most one node timeout, however many keys.
-func fanOutAll(ctx context.Context, reqs []request) []*round {
-	start := time.Now()
-	rounds := make([]*round, len(reqs))
-	for j := range reqs {
-		rounds[j] = newRound(reqs[j], start)
-	}
-	if len(reqs) == 0 {
-		return rounds
-	}
-	deadline := start.Add(reqs[0].timeout)
-	calls := make([]nodeio.Call, len(reqs))
-	for i, nd := range reqs[0].nodes {
-		for j := range reqs {
-			calls[j] = nodeio.Call{Ctx: ctx, Deadline: deadline, Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
+	r.mu.Lock()
+	switch {
+	case !r.closed:
+		r.record(i, res)
+		wake := !r.woken && r.decided()
+		r.woken = r.woken || wake
+		r.mu.Unlock()
+		if wake {
+			r.wake <- struct{}{} // buffered, sent once
 		}
-		startAll(nd, calls)
+	case !r.finished:
+		r.held = append(r.held, reply{i, res})
+		r.mu.Unlock()
+	default:
+		late, bg := r.late, r.bg
+		r.mu.Unlock()
+		handleLate(late, bg, i, res)
 	}
-	for j, r := range rounds {
-		r.collect(ctx, reqs[j], deadline)
-	}
-	return rounds
 }
 
-// batcher is a node that can send calls together: one batch, in order.
-type batcher interface {
-	StartAll(calls []nodeio.Call)
+// decided reports whether the replies so far decide the round: every node
+// answered, or req.stop or req.settled says so. Callers hold r.mu.
+func (r *round) decided() bool {
+	return r.pending == 0 || r.stop != nil && r.stop(r.tally) || r.settled != nil && r.settled(r.results)
 }
 
-// startAll starts calls on nd, together if it can.
-func startAll(nd node, calls []nodeio.Call) {
-	if b, ok := nd.(batcher); ok {
-		b.StartAll(calls)
+// collect waits until the replies decide the round, the deadline passes
+// or ctx is done; the nodes that have not answered by then are recorded as
+// not answered, with the reason.
+func (r *round) collect(ctx context.Context, timeout time.Duration, deadline time.Time) {
+	r.mu.Lock()
+	wait := !r.woken && !r.decided() // replies already in need no timer
+	r.mu.Unlock()
+	if wait {
+		t := time.AfterFunc(time.Until(deadline), r.outOfTime)
+		if done := ctx.Done(); done == nil {
+			<-r.wake
+		} else {
+			select {
+			case <-r.wake:
+			case <-done:
+			}
+		}
+		t.Stop()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if !r.decided() {
+		r.timeOut(ctx, timeout)
+	}
+}
+
+// outOfTime wakes the caller at the round's deadline.
+func (r *round) outOfTime() {
+	r.mu.Lock()
+	wake := !r.woken && !r.closed
+	r.woken = r.woken || wake
+	r.mu.Unlock()
+	if wake {
+		r.wake <- struct{}{}
+	}
+}
+
+// record counts one reply that came in time. Callers hold r.mu.
+func (r *round) record(i int, res wire.Result) {
+	r.pending--
+	r.results[i] = res
+	if r.latency != nil {
+		r.latency[i] = time.Since(r.start)
+	}
+	if res.OK() {
+		r.tally.ok++
+	} else {
+		r.tally.against++
+	}
+}
+
+// timeOut records the nodes that have not answered when the round's
+// context ended: the caller's own cancellation or deadline is reported as
+// such; otherwise the node missed the round's deadline. Callers hold r.mu.
+func (r *round) timeOut(ctx context.Context, timeout time.Duration) {
+	err := ctx.Err()
+	if err == nil {
+		err = fmt.Errorf("no reply within %v: %w", timeout, context.DeadlineExceeded)
+	}
+	for i := range r.results {
+		if !r.results[i].Answered {
+			r.results[i] = wire.Result{Err: err}
+			r.tally.against++
+		}
+	}
+}
+
+// finish hands the replies of calls still running to late (which may be
+// nil), as they come, and counts them in bg until then, so that Close
+// waits for them.
+func (r *round) finish(bg *background, late lateFunc) {
+	r.mu.Lock()
+	if r.pending == 0 {
+		r.mu.Unlock()
 		return
 	}
-	for _, c := range calls {
-		nd.Start(c)
+	r.finished, r.late, r.bg = true, late, bg
+	held := r.held
+	r.held = nil
+	bg.Add(r.pending)
+	r.mu.Unlock()
+	for _, x := range held {
+		handleLate(late, bg, x.i, x.r)
 	}
 }
 
-// newRound encodes req's op and makes its round.
-func newRound(req request, start time.Time) *round {
-	n := len(req.nodes)
-	req.op.Encode()
-	r := &round{
-		tally:   tally{n: n, need: req.need},
-		pending: n,
-		wake:    make(chan struct{}, 1),
-		judge:   req.judge,
-		stop:    req.stop,
-		settled: req.settled,
-		start:   start,
+// handleLate runs late on one late reply, and what late returns on a
+// goroutine of its own, and counts the reply done.
+func handleLate(late lateFunc, bg *background, i int, res wire.Result) {
+	if late != nil {
+		if then := late(i, res); then != nil {
+			bg.Go(then)
+		}
 	}
-	if n <= len(r.buf) {
-		r.results = r.buf[:n]
-	} else {
-		r.results = make([]wire.Result, n)
-	}
-	if req.timed {
-		r.latency = make([]time.Duration, n)
-	}
-	return r
+	bg.Done()
 }
+
+// Reasons a node did not agree that callers match only through the text.
+var (
+	// errUndecided: the node had not answered when the round was decided;
+	// its reply is handled when it comes.
+	errUndecided = errors.New("no reply yet when the outcome was decided")
+	// errNoResult: a node implementation returned neither a status nor an
+	// error (a bug; kept from counting as an answer).
+	errNoResult = errors.New("node call returned no result")
+)
 
 // background counts what a Client still has running after the calls that
 // started it returned (the late replies its rounds await, the goroutines

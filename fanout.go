@@ -1,0 +1,178 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/nodeio"
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// This file sends a round to the nodes: the Client's fleet, one request,
+// and the fan-out that hands it to every node at once (the replies are
+// counted in quorum.go).
+
+// fleet is a Client's nodes and how a round is sent to them: each call
+// bounded by the node timeout, timed when an observer listens, and the
+// calls still running when a round is decided counted in bg, which Close
+// waits for.
+type fleet struct {
+	nodes   []node
+	timeout time.Duration // WithNodeTimeout; 0: a TTL's share (nodeTimeout)
+	timed   bool          // an observer listens: record each reply's latency
+	bg      background
+}
+
+// quorum is the number of the fleet's nodes that make a majority.
+func (f *fleet) quorum() int { return quorum(len(f.nodes)) }
+
+// nodeTimeoutDivisor: unless WithNodeTimeout is given, a node call may take
+// TTL/20.
+const nodeTimeoutDivisor = 20
+
+// nodeTimeout bounds each node call of a round about a lock with ttl.
+func (f *fleet) nodeTimeout(ttl time.Duration) time.Duration {
+	if f.timeout > 0 {
+		return f.timeout
+	}
+	return ttl / nodeTimeoutDivisor
+}
+
+// send runs one round of req: on every node of the fleet unless req names
+// nodes.
+func (f *fleet) send(ctx context.Context, req request) *round {
+	if req.nodes == nil {
+		req.nodes = f.nodes
+	}
+	req.timed = f.timed
+	return fanOut(ctx, req)
+}
+
+// sendDetached sends o to nodes in the background: detached from ctx's
+// cancellation, bounded by the node timeout of a lock with ttl, and not
+// waited for (Close waits for it). It takes back or leaves what needs no
+// answer: a failed attempt's grants, a queued Lock's place.
+func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	f.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}).finish(&f.bg, nil)
+}
+
+// request is one round to send: an op, the nodes to send it to, and when
+// the round is decided.
+type request struct {
+	op      *wire.Op
+	nodes   []node
+	need    int              // agreements that make the round a success
+	timeout time.Duration    // bounds every node's call
+	stop    func(tally) bool // decides the round before every node answered; nil waits for all
+	// settled, if set, also decides the round early, from the replies so
+	// far (by node index; those not in yet are zero).
+	settled func(results []wire.Result) bool
+	// judge, if set, sees each reply before it is counted, and may return
+	// it marked as a grant that does not count (the restart guard does). It
+	// takes and returns a value: a pointer through a function value would
+	// move every reply to the heap.
+	judge func(i int, r wire.Result) wire.Result
+	timed bool // record each reply's latency, for observers
+	// detach sends the calls whatever becomes of ctx (each still ends at
+	// the node timeout): the round returns when ctx ends, but its calls go
+	// out. A release that returned at a majority must still
+	// reach the other nodes when the caller cancels its context next.
+	detach bool
+}
+
+// detached reports whether req's calls are detached from the caller's
+// context (see detach).
+func (req request) detached() bool { return req.detach && !mutated(mutCallsAttached) }
+
+// fanOut sends req.op to every node of req concurrently, each call bounded
+// by req.timeout (and by ctx), and collects replies until req.stop reports
+// the round decided, every node replied, the timeout passed or ctx is done.
+// Nodes that have not replied by then are recorded as not answered, with
+// the reason. The caller must pass the round to finish, which takes care
+// of the calls still running.
+//
+// The round's deadline travels with each call as a time, not as a context
+// of its own: a node drops a call whose deadline passed before it could be
+// sent (see stream), and a derived context would cost the round 4 heap
+// allocations.
+func fanOut(ctx context.Context, req request) *round {
+	start := time.Now()
+	deadline := start.Add(req.timeout)
+	r := newRound(req, start)
+	for i, nd := range req.nodes {
+		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
+	}
+	r.collect(ctx, req.timeout, deadline)
+	return r
+}
+
+// fanOutAll runs the rounds of reqs (the same nodes and timeout, an op
+// each) at once: each node is sent every op together, and every round is
+// collected as fanOut does, within the same deadline. So asking about many
+// keys costs one batch per node (one pipeline, on a node that batches) and
+// at most one node timeout, however many keys.
+func fanOutAll(ctx context.Context, reqs []request) []*round {
+	start := time.Now()
+	rounds := make([]*round, len(reqs))
+	for j := range reqs {
+		rounds[j] = newRound(reqs[j], start)
+	}
+	if len(reqs) == 0 {
+		return rounds
+	}
+	deadline := start.Add(reqs[0].timeout)
+	calls := make([]nodeio.Call, len(reqs))
+	for i, nd := range reqs[0].nodes {
+		for j := range reqs {
+			calls[j] = nodeio.Call{Ctx: ctx, Deadline: deadline, Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
+		}
+		startAll(nd, calls)
+	}
+	for j, r := range rounds {
+		r.collect(ctx, reqs[j].timeout, deadline)
+	}
+	return rounds
+}
+
+// batcher is a node that can send calls together: one batch, in order.
+type batcher interface {
+	StartAll(calls []nodeio.Call)
+}
+
+// startAll starts calls on nd, together if it can.
+func startAll(nd node, calls []nodeio.Call) {
+	if b, ok := nd.(batcher); ok {
+		b.StartAll(calls)
+		return
+	}
+	for _, c := range calls {
+		nd.Start(c)
+	}
+}
+
+// newRound encodes req's op and makes its round.
+func newRound(req request, start time.Time) *round {
+	n := len(req.nodes)
+	req.op.Encode()
+	r := &round{
+		tally:   tally{n: n, need: req.need},
+		pending: n,
+		wake:    make(chan struct{}, 1),
+		judge:   req.judge,
+		stop:    req.stop,
+		settled: req.settled,
+		start:   start,
+	}
+	if n <= len(r.buf) {
+		r.results = r.buf[:n]
+	} else {
+		r.results = make([]wire.Result, n)
+	}
+	if req.timed {
+		r.latency = make([]time.Duration, n)
+	}
+	return r
+}
