@@ -63,7 +63,7 @@ func (l *Lock) Done() <-chan struct{} {
 		case l.ext == nil:
 			// No goroutine: a timer ends the lock when its validity runs
 			// out (Extend moves it).
-			l.timer = time.AfterFunc(l.until.Sub(time.Now()), func() { l.endEarly(errValidityRanOut) })
+			l.timer = time.AfterFunc(time.Until(l.until), func() { l.endEarly(errValidityRanOut) })
 		}
 	}
 	return l.done

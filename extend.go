@@ -53,7 +53,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
 		l.noteEnd()
 		if l.timer != nil {
-			l.timer.Reset(l.until.Sub(time.Now()))
+			l.timer.Reset(time.Until(l.until))
 		}
 		l.mu.Unlock()
 		if c.observing() {

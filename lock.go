@@ -80,7 +80,7 @@ func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 // local, conservative estimate on this process's monotonic clock that
 // already deducts drift.
 func (l *Lock) Validity() time.Duration {
-	return max(l.validUntil().Sub(time.Now()), 0)
+	return max(time.Until(l.validUntil()), 0)
 }
 
 func (l *Lock) validUntil() time.Time {

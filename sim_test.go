@@ -372,7 +372,7 @@ func (s *simRun) coolingDown(f *fakeNode, k string) bool {
 			// A place refreshed last before the last fault healed may be
 			// one its waiter could not take out: it lapses within a lease.
 			s.mu.Lock()
-			live += (s.healed.Sub(time.Now()) + defaultWaiterLease + defaultWaiterLease/50).Milliseconds()
+			live += (time.Until(s.healed) + defaultWaiterLease + defaultWaiterLease/50).Milliseconds()
 			s.mu.Unlock()
 		}
 		members, _ := f.mem.Do("ZRANGE", leases, 0, -1, "WITHSCORES").([]any)

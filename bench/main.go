@@ -44,7 +44,7 @@ type config struct {
 	faultCycles          int
 	faultBudget          time.Duration
 	wanRounds, wanCycles int
-	doc, charts, jsonOut string
+	doc, charts          string
 	write                bool
 	only                 string
 	match                string

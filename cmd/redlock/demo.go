@@ -287,7 +287,7 @@ func (d *demo) watch(ctx context.Context, start time.Time) {
 		select {
 		case <-ctx.Done():
 			if !d.cfg.plain {
-				lines = d.draw(start, rate, refRate, lines)
+				d.draw(start, rate, refRate, lines)
 			}
 			return
 		case now := <-t.C:
