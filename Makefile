@@ -5,7 +5,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test test-docker bench bench-go chaos sim redis-server
+.PHONY: demo test lint test-docker bench bench-go chaos sim redis-server
 
 # Needs nothing but Go: embedded nodes unless redis-server is installed.
 demo:
@@ -25,6 +25,20 @@ test: redis-server
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=1000 .
 	$(GO) test -count=1 -tags redlock_mutants -run 'TestSimulationMutants' .
+
+# staticcheck (honnef.co/go/tools, pinned) on every module of go.work,
+# also with the build tags some files need; .ci/run runs it before the
+# tests. It installs into .bin/ (about a minute the first time).
+STATICCHECK_VERSION = v0.8.2
+STATICCHECK = $(CURDIR)/.bin/staticcheck
+lint:
+	GOBIN=$(CURDIR)/.bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags redlock_mutants ./...
+	cd otel && $(STATICCHECK) ./...
+	cd cmd/redlock && $(STATICCHECK) ./...
+	cd bench && $(STATICCHECK) ./...
+	cd integration && $(STATICCHECK) ./... && $(STATICCHECK) -tags chaos ./...
 
 # The simulator's long profile: 50,000 seeds (about 25 minutes on 2 cores).
 sim:
