@@ -43,6 +43,16 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var h *health
+	if a.health != "" {
+		h = &health{margin: healthMargin(a.ttl)}
+		bound, stop, err := serveHealth(a.health, h)
+		if err != nil {
+			return usageError(stderr, name, "%v", err)
+		}
+		defer stop()
+		fmt.Fprintf(stderr, "redlock elect: health at http://%s/healthz\n", bound)
+	}
 	if a.listen {
 		defer stopOnSignal(sigs, cancel)()
 		for l := range e.Observe(ctx) {
@@ -50,7 +60,7 @@ func runElect(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	return a.lead(ctx, e, sigs, stopOnSignal(sigs, cancel), stderr)
+	return a.lead(ctx, e, h, sigs, stopOnSignal(sigs, cancel), stderr)
 }
 
 // electArgs is what `redlock elect` was asked.
@@ -61,6 +71,7 @@ type electArgs struct {
 	grace           time.Duration
 	election, value string
 	command         []string // after --; nil for none
+	health          string   // --health: the address of the /healthz endpoint; "" for none
 }
 
 // parseElect reads `redlock elect`'s flags and arguments; !ok: exit with
@@ -73,6 +84,7 @@ func parseElect(args []string, stderr io.Writer) (a electArgs, status int, ok bo
 	fs.BoolVar(&a.listen, "l", false, "short for --listen")
 	fs.DurationVar(&a.wait, "wait", 0, "how long to campaign before giving up; 0 waits until interrupted")
 	fs.DurationVar(&a.ttl, "ttl", 10*time.Second, "the leadership's TTL: a dead leader is replaced about this long after its last extension (every TTL/3)")
+	fs.StringVar(&a.health, "health", "", "serve GET /healthz on this address (host:port): 200 while standing by or leading with the lease renewed, 503 when leading but not renewed for over a third of the TTL")
 	fs.DurationVar(&a.grace, "grace", 0, "after the leadership is lost, how long COMMAND has between SIGTERM and SIGKILL (default TTL/20)")
 	if status, ok := parseFlags(fs, args); !ok {
 		return a, status, false
@@ -94,6 +106,8 @@ func parseElect(args []string, stderr io.Writer) (a electArgs, status int, ok bo
 		return fail("too many arguments before --: want NAME [VALUE]")
 	case a.listen && (len(rest) > 1 || a.command != nil):
 		return fail("--listen takes NAME only")
+	case a.listen && a.health != "":
+		return fail("--health is for a candidate: --listen does not campaign")
 	case a.command != nil && len(a.command) == 0:
 		return fail("missing COMMAND after --")
 	case a.wait < 0:
@@ -131,7 +145,7 @@ func stopOnSignal(sigs <-chan os.Signal, cancel context.CancelFunc) (stop func()
 
 // lead campaigns (a signal ends the campaign: stop) and, once leading,
 // runs the command or holds the leadership until a signal.
-func (a *electArgs) lead(ctx context.Context, e *redlock.Election, sigs chan os.Signal, stop func(), stderr io.Writer) int {
+func (a *electArgs) lead(ctx context.Context, e *redlock.Election, h *health, sigs chan os.Signal, stop func(), stderr io.Writer) int {
 	const name = "elect"
 	cctx := ctx
 	if a.wait > 0 {
@@ -149,6 +163,9 @@ func (a *electArgs) lead(ctx context.Context, e *redlock.Election, sigs chan os.
 			return 0
 		}
 		return waitFailure(name, err, ctx, stderr)
+	}
+	if h != nil {
+		h.leading(ld)
 	}
 	fmt.Fprintf(stderr, "redlock elect: leading %q in term %d\n", a.election, ld.Term())
 	if a.command != nil {

@@ -58,7 +58,9 @@ Usage:
       COMMAND while leading (with $REDLOCK_TERM), stop it if the leadership
       is lost, resign when it exits and exit with its status; without
       COMMAND, lead until interrupted, then resign. A signal while
-      standing by ends the campaign, with status 0.
+      standing by ends the campaign, with status 0. With --health ADDR,
+      GET ADDR/healthz answers 200 while standing by or leading, and 503
+      when leading but not renewed for over a third of the TTL.
   redlock elect --listen [flags] NAME
       Print each new leader of NAME (TERM VALUE), until interrupted.
   redlock demo [flags]
