@@ -264,7 +264,15 @@ func Test(t testing.TB, dir, record string, update bool) {
 		t.Fatal(err)
 	}
 	if len(added)+len(removed) > 0 {
-		t.Fatalf("the exported API differs from %s; if on purpose, run go test -run TestAPI -update-api and say why in CHANGELOG.md\nadded:\n\t%s\nremoved:\n\t%s",
-			record, strings.Join(added, "\n\t"), strings.Join(removed, "\n\t"))
+		t.Fatalf("the exported API differs from %s; if on purpose, run go test -run TestAPI -update-api and say why in CHANGELOG.md\nadded:%s\nremoved:%s",
+			record, listed(added), listed(removed))
 	}
+}
+
+// listed is lines, one per line and indented, or " none".
+func listed(lines []string) string {
+	if len(lines) == 0 {
+		return " none"
+	}
+	return "\n\t" + strings.Join(lines, "\n\t")
 }
