@@ -3,6 +3,7 @@
 //
 //	redlock exec [flags] KEY [KEY...] -- COMMAND [ARGS...]  run COMMAND while holding every KEY
 //	redlock inspect [flags] KEY                            what every node holds at KEY
+//	redlock ls [flags] [PATTERN]                           every lock on the nodes, one row each
 //	redlock elect [flags] NAME [VALUE] [-- COMMAND]        lead election NAME (running COMMAND)
 //	redlock elect --listen [flags] NAME                    print each new leader of NAME
 //	redlock demo [flags]                                   a live demo on 5 local nodes
@@ -53,6 +54,11 @@ Usage:
   redlock inspect [flags] KEY
       Show what every node holds at KEY, and whether a majority holds it
       (with --permits N, each slot of semaphore KEY).
+  redlock ls [flags] [PATTERN]
+      List every lock whose name matches PATTERN (a glob; default *), one
+      row each: kind, the majority's verdict (held, free, unknown), holder,
+      time left, fence or term, waiters. Reads with SCAN; writes nothing.
+      --json for scripts, --watch to redraw every second.
   redlock elect [flags] NAME [VALUE] [-- COMMAND [ARGS...]]
       Campaign in election NAME (advertising VALUE) until leading; then run
       COMMAND while leading (with $REDLOCK_TERM), stop it if the leadership
@@ -69,7 +75,7 @@ Usage:
   redlock help [COMMAND]
       This text, or a command's flags.
 
-Nodes (exec, inspect, elect): --nodes URL,URL,... or $REDLOCK_NODES, one
+Nodes (exec, inspect, ls, elect): --nodes URL,URL,... or $REDLOCK_NODES, one
 URL per independent Redis master: redis://[user:password@]host:port[/db],
 or rediss:// for TLS. Use 3, 5 or 7 nodes; a majority must agree.
 
@@ -113,6 +119,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExec(rest, stdout, stderr)
 	case "inspect":
 		return runInspect(rest, stdout, stderr)
+	case "ls":
+		return runLs(rest, stdout, stderr)
 	case "elect":
 		return runElect(rest, stdout, stderr)
 	case "demo":
