@@ -80,6 +80,7 @@ var commands = map[string]struct {
 	"DEL":              {1, -1, (*Node).del},
 	"EXISTS":           {1, -1, (*Node).exists},
 	"PEXPIRE":          {2, 2, (*Node).pexpire},
+	"PEXPIREAT":        {2, 2, (*Node).pexpireat},
 	"PTTL":             {1, 1, (*Node).pttl},
 	"TIME":             {0, 0, (*Node).time},
 	"PUBLISH":          {2, 2, (*Node).publishCmd},
@@ -102,14 +103,14 @@ func (n *Node) get(a []string) reply {
 	return e.str
 }
 
-// set is SET key value [PX ms | KEEPTTL] [NX | XX].
+// set is SET key value [PX ms | PXAT unix-ms | KEEPTTL] [NX | XX].
 func (n *Node) set(a []string) reply {
-	var px int64
+	var px, pxat int64
 	keep, nx, xx := false, false, false
 	for i := 2; i < len(a); i++ {
-		switch strings.ToUpper(a[i]) {
-		case "PX":
-			if i+1 == len(a) {
+		switch opt := strings.ToUpper(a[i]); opt {
+		case "PX", "PXAT":
+			if i+1 == len(a) || px != 0 || pxat != 0 {
 				return errSyntax
 			}
 			i++
@@ -120,7 +121,11 @@ func (n *Node) set(a []string) reply {
 			if v <= 0 {
 				return Error("ERR invalid expire time in 'set' command")
 			}
-			px = v
+			if opt == "PX" {
+				px = v
+			} else {
+				pxat = v
+			}
 		case "KEEPTTL":
 			keep = true
 		case "NX":
@@ -131,7 +136,7 @@ func (n *Node) set(a []string) reply {
 			return errSyntax
 		}
 	}
-	if nx && xx || keep && px != 0 {
+	if nx && xx || keep && (px != 0 || pxat != 0) {
 		return errSyntax
 	}
 	old := n.live(a[0])
@@ -142,6 +147,8 @@ func (n *Node) set(a []string) reply {
 	switch {
 	case px != 0:
 		e.expire = n.nowMs() + px
+	case pxat != 0:
+		e.expire = pxat // in the past: the key is gone at its next look
 	case keep && old != nil:
 		e.expire = old.expire
 	}
@@ -184,6 +191,24 @@ func (n *Node) pexpire(a []string) reply {
 		return int64(1)
 	}
 	e.expire = n.nowMs() + ms
+	return int64(1)
+}
+
+// pexpireat is PEXPIREAT key unix-ms: a time in the past deletes the key.
+func (n *Node) pexpireat(a []string) reply {
+	at, err := strconv.ParseInt(a[1], 10, 64)
+	if err != nil {
+		return errNotInt
+	}
+	e := n.live(a[0])
+	if e == nil {
+		return int64(0)
+	}
+	if at <= n.nowMs() {
+		delete(n.keys, a[0])
+		return int64(1)
+	}
+	e.expire = at
 	return int64(1)
 }
 

@@ -30,6 +30,16 @@ func TestCommands(t *testing.T) {
 		require.Equal(t, int64(1), n.Do("EXISTS", "k"))
 		require.Equal(t, int64(1), n.Do("DEL", "k", "nope"))
 
+		at := time.Now().UnixMilli() + 70
+		require.Equal(t, "OK", n.Do("SET", "k", "v", "PXAT", at))
+		require.Equal(t, int64(70), n.Do("PTTL", "k"))
+		require.Equal(t, int64(1), n.Do("PEXPIREAT", "k", at+10))
+		require.Equal(t, int64(80), n.Do("PTTL", "k"))
+		require.Equal(t, int64(1), n.Do("PEXPIREAT", "k", at-100), "a time past deletes the key")
+		require.Nil(t, n.Do("GET", "k"))
+		require.Equal(t, int64(0), n.Do("PEXPIREAT", "k", at))
+		require.Equal(t, Error("ERR syntax error"), n.Do("SET", "k", "v", "PX", 10, "PXAT", at))
+
 		require.Equal(t, int64(2), n.Do("ZADD", "z", 2, "b", 1, "a"))
 		require.Equal(t, int64(0), n.Do("ZADD", "z", 3, "a"))
 		require.Equal(t, []any{"b", "a"}, n.Do("ZRANGE", "z", 0, -1))

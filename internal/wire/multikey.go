@@ -6,18 +6,34 @@ const ownedLua = `
 local function owned(v) return v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' end
 `
 
+// expireAtLua defines expireAt(ms): the node's time (TIME) plus ms, as
+// PXAT and PEXPIREAT take it. A multi-key lock's keys on one node get one
+// expiry, so that they expire together: with PX each SET reads the
+// clock again, and keys set a millisecond apart expired a millisecond
+// apart, when a reader could see part of the set (the chaos test's node
+// reader did, once in about fifty CI runs). The node's clock at the
+// script's start is no later than its clock at each SET, so no key lives
+// shorter than with PX.
+const expireAtLua = `
+local function expireAt(ms)
+	local t = redis.call('TIME')
+	return string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ms))
+end
+`
+
 // extendMultiSrc is extendSrc for a multi-key lock's keys (KEYS): it
 // extends only when every key is ours.
 // Reply: 1 extended; 0 a key absent (expired); −1 another token holds a
 // key.
-const extendMultiSrc = ownedLua + `
+const extendMultiSrc = ownedLua + expireAtLua + `
 local st = 1
 for _, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
 	if not v then st = 0 elseif not owned(v) then return -1 end
 end
 if st == 0 then return 0 end
-for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ARGV[2]) end
+local at = expireAt(ARGV[2])
+for _, k in ipairs(KEYS) do redis.call('PEXPIREAT', k, at) end
 return 1
 `
 
@@ -26,7 +42,7 @@ return 1
 // first waiter of each key it deletes.
 // Reply: 1 released; 0 a key absent (expired); −1 another token holds a
 // key.
-var releaseMultiSrc = ownedLua + `
+var releaseMultiSrc = ownedLua + expireAtLua + `
 local st, mine = 1, {}
 for _, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
@@ -39,7 +55,8 @@ for _, k in ipairs(KEYS) do
 	end
 end
 if ARGV[2] ~= '0' then
-	for _, k in ipairs(mine) do redis.call('PEXPIRE', k, ARGV[2]) end
+	local at = expireAt(ARGV[2])
+	for _, k in ipairs(mine) do redis.call('PEXPIREAT', k, at) end
 	return st
 end
 for _, k in ipairs(mine) do
@@ -84,10 +101,11 @@ end
 // Reply: 1 set; 2 every key was ours already (re-entry), all refreshed;
 // refused: acquireSrc's {−(PTTL + 1), holder's token} for the first key
 // held by another token.
-var acquireMultiSrc = multiLua + `
+var acquireMultiSrc = multiLua + expireAtLua + `
 local refused, again = free()
 if refused then return refused end
-for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PX', ARGV[3]) end
+local at = expireAt(ARGV[3])
+for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PXAT', at) end
 if again then return 2 end
 return 1
 `
@@ -97,16 +115,17 @@ return 1
 // them all to it: a multi-key lock's token is larger than any handed out
 // before for any of its keys, alone or with others.
 // ARGV[1..6] as acquireFencedSrc's. Reply: as acquireFencedSrc's.
-var acquireMultiFencedSrc = multiLua + fenceLua + `
+var acquireMultiFencedSrc = multiLua + fenceLua + expireAtLua + `
 local refused, again = free()
 if refused then return refused end
 local counters = {}
 for i, k in ipairs(KEYS) do counters[i] = k .. ':fence' end
 local f = fence(counters)
 if type(f) == 'table' then return f end
+local at = expireAt(ARGV[3])
 for i, k in ipairs(KEYS) do
 	redis.call('SET', counters[i], string.format('%.0f', f))
-	redis.call('SET', k, ARGV[2], 'PX', ARGV[3])
+	redis.call('SET', k, ARGV[2], 'PXAT', at)
 end
 if again then return {2, f} end
 return {1, f}
