@@ -200,6 +200,9 @@ func TestTLSAndACL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("multi-key lock: %v", err)
 	}
+	if err := ml.Extend(t.Context(), time.Minute); err != nil {
+		t.Fatalf("multi-key extend: %v", err)
+	}
 	if err := ml.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,6 @@ var commands = map[string]struct {
 	"DEL":              {1, -1, (*Node).del},
 	"EXISTS":           {1, -1, (*Node).exists},
 	"PEXPIRE":          {2, 2, (*Node).pexpire},
-	"PEXPIREAT":        {2, 2, (*Node).pexpireat},
 	"PTTL":             {1, 1, (*Node).pttl},
 	"TIME":             {0, 0, (*Node).time},
 	"PUBLISH":          {2, 2, (*Node).publishCmd},
@@ -191,24 +190,6 @@ func (n *Node) pexpire(a []string) reply {
 		return int64(1)
 	}
 	e.expire = n.nowMs() + ms
-	return int64(1)
-}
-
-// pexpireat is PEXPIREAT key unix-ms: a time in the past deletes the key.
-func (n *Node) pexpireat(a []string) reply {
-	at, err := strconv.ParseInt(a[1], 10, 64)
-	if err != nil {
-		return errNotInt
-	}
-	e := n.live(a[0])
-	if e == nil {
-		return int64(0)
-	}
-	if at <= n.nowMs() {
-		delete(n.keys, a[0])
-		return int64(1)
-	}
-	e.expire = at
 	return int64(1)
 }
 
