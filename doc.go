@@ -133,6 +133,13 @@
 // no writer holds or waits. A waiting writer keeps new readers out, so
 // writers do not starve. docs/rwmutex.md has the guarantees.
 //
+// # Looking at the nodes
+//
+// [Client.Inspect] asks every node what it holds at one key: holder,
+// metadata, TTL, fence, waiters. [Client.List] finds every lock whose name
+// matches a glob, reading the nodes with SCAN, and inspects each; the
+// redlock command's `redlock ls` prints it, a row per lock.
+//
 // Errors are matched with [errors.Is] against [ErrNotObtained],
 // [ErrExpired], [ErrTakenOver], [ErrReleased], [ErrClosed],
 // [ErrInvalidArgument], [ErrUnusable] and [ErrNoLeader]; a [*QuorumError] (see
