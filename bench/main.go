@@ -78,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.tput, "throughput", 2*time.Second, "throughput run per contender per round")
 	flag.IntVar(&c.contRounds, "contention-rounds", 3, "interleaved rounds of the contention measure")
 	flag.DurationVar(&c.cont, "contention", 3*time.Second, "contention run per contender per round")
+	flag.DurationVar(&contentionHold, "contention-hold", time.Millisecond, "how long each holder holds the key in the contention measure (0: no work)")
 	flag.IntVar(&c.killReps, "kill-reps", 8, "waiting processes SIGKILLed at the head of the queue")
 	flag.IntVar(&c.resigns, "failover-resigns", 100, "leader resignations per failover condition")
 	flag.IntVar(&c.kills, "failover-kills", 10, "leader processes SIGKILLed per failover condition")
