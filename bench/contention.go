@@ -46,7 +46,7 @@ type handoffRound struct {
 }
 
 // measureContention has each contender's goroutines contend for one key,
-// each holding it 1 ms and going straight back for it, for d per
+// each holding it contentionHold and going straight back for it, for d per
 // contender, rounds times interleaved.
 func measureContention(ctx context.Context, e *env, cs []contended, rounds int, d time.Duration) ([][]handoffRound, error) {
 	out := make([][]handoffRound, len(cs))

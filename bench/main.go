@@ -135,7 +135,7 @@ func run(c config) error {
 	}
 	res := &results{Date: began.UTC().Format("2006-01-02"), Go: runtime.Version(), CPUs: runtime.NumCPU(),
 		Command: "make bench", Libraries: libraries(), Rounds: c.rounds, Cycles: c.cycles,
-		Throughput: c.tput, Contention: c.cont}
+		Throughput: c.tput, Contention: c.cont, ContentionHold: contentionHold}
 	res.Redis = redisVersion(ctx, e.base.Addr)
 	for _, measure := range []func(context.Context, *env, *results) error{
 		c.cycle, c.throughput, c.contention, c.faults, c.scaling, c.wan, c.failover,

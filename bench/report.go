@@ -18,6 +18,7 @@ type results struct {
 	Libraries                map[string]string // module path → version
 	Rounds, Cycles           int
 	Throughput, Contention   time.Duration // per contender per round
+	ContentionHold           time.Duration // how long each contention holder holds the key
 	Elapsed                  time.Duration
 
 	Cycle      []cycleRow
@@ -180,9 +181,9 @@ func (r *results) charts() map[string]string {
 			bars(r.Tput, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 0.7, "target 0.7×"),
 		"throughput256.svg": barChart("Throughput, 256 goroutines on own keys (higher is better)", "cycles/s ÷ bsm/redislock",
 			bars(r.Tput256, func(t tputRow) bar { return bar{t.Name, t.Ratio, fmt.Sprintf("%.3f×", t.Ratio), t.Lib} }), false, 1.2, "target 1.2×"),
-		"handoff.svg": barChart("Hand-off to another goroutine: gap p99, 4 or 16 goroutines, 1 ms holds (lower is better)", "milliseconds, log scale",
+		"handoff.svg": barChart("Hand-off to another goroutine: gap p99, 4 or 16 goroutines, "+r.ContentionHold.String()+" holds (lower is better)", "milliseconds, log scale",
 			bars(r.Handoff, func(h handoffRow) bar { return bar{h.Name, ms(h.OtherP99), fmtDur(h.OtherP99), h.Lib} }), true, 3, "3 ms"),
-		"waiting.svg": barChart("Contended Lock p99: how long a waiter waits, 4 or 16 goroutines, 1 ms holds", "milliseconds, log scale",
+		"waiting.svg": barChart("Contended Lock p99: how long a waiter waits, 4 or 16 goroutines, "+r.ContentionHold.String()+" holds", "milliseconds, log scale",
 			bars(r.Handoff, func(h handoffRow) bar { return bar{h.Name, ms(h.LockP99), fmtDur(h.LockP99), h.Lib} }), true, 0, ""),
 		"faults.svg": barChart("Lock p99 with one of 5 nodes hung (SIGSTOP) or dead (SIGKILL)", "milliseconds, log scale",
 			bars(r.Faults, func(f faultRow) bar { return bar{f.Name + ", " + f.Fault, ms(f.LockP99), fmtDur(f.LockP99), f.Lib} }), true, 2, "target 2 ms"),
