@@ -85,7 +85,7 @@ func main() {
 	flag.IntVar(&c.faultCycles, "fault-cycles", 100, "at most this many cycles per contender per fault")
 	flag.DurationVar(&c.faultBudget, "fault-budget", 8*time.Second, "and no new cycle after this long")
 	flag.IntVar(&c.wanRounds, "wan-rounds", 4, "interleaved rounds of the WAN measure")
-	flag.IntVar(&c.wanCycles, "wan-cycles", 25, "Lock+Unlock cycles per contender per WAN round")
+	flag.IntVar(&c.wanCycles, "wan-cycles", 50, "Lock+Unlock cycles per contender per WAN round")
 	flag.StringVar(&c.doc, "doc", "../docs/performance.md", "document whose generated section is replaced")
 	flag.StringVar(&c.charts, "charts", "../docs/bench", "directory for the SVG charts and results.json")
 	flag.BoolVar(&c.write, "write", true, "publish into -doc and -charts")

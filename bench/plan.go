@@ -137,7 +137,7 @@ func (c config) wan(ctx context.Context, e *env, res *results) error {
 	if !c.runs("wan") {
 		return nil
 	}
-	wan := c.keep([]contender{redsyncContender(5, false), redlockContender(5, "")})
+	wan := c.keep([]contender{redsyncContender(5, false), bareContender(5), redlockContender(5, "")})
 	logf("6/7 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
 	w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles)
 	if err != nil {

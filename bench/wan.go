@@ -40,6 +40,9 @@ type wanResult struct {
 	ThirdP99       time.Duration // the third-smallest of NodeP99
 	Latencies      []int         // ms added per node
 	Cycles, Rounds int
+	// A PING straight to a node (no proxy), back to back and after a
+	// 100 ms pause, p50: what waking idle cores costs this machine.
+	WarmP50, PausedP50 time.Duration
 }
 
 // proxies puts an in-process toxiproxy in front of each lock node, with
@@ -130,7 +133,34 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int)
 	}
 	third := func(ds []time.Duration) time.Duration { s := slices.Clone(ds); slices.Sort(s); return s[2] }
 	res.ThirdP50, res.ThirdP99 = third(res.NodeP50), third(res.NodeP99)
-	return res, nil
+	res.WarmP50, res.PausedP50, err = wakeCost(ctx, e.nodes[0].Addr)
+	return res, err
+}
+
+// wakeCost times 20 PINGs to addr back to back, then 20 each after a
+// 100 ms pause, on one warm connection, and returns the two p50s.
+func wakeCost(ctx context.Context, addr string) (warm, paused time.Duration, err error) {
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	var w, p []time.Duration
+	for _, pause := range []time.Duration{0, 100 * time.Millisecond} {
+		if err := rc.Ping(ctx).Err(); err != nil {
+			return 0, 0, err
+		}
+		for range 20 {
+			time.Sleep(pause)
+			start := time.Now()
+			if err := rc.Ping(ctx).Err(); err != nil {
+				return 0, 0, err
+			}
+			if pause == 0 {
+				w = append(w, time.Since(start))
+			} else {
+				p = append(p, time.Since(start))
+			}
+		}
+	}
+	return pct(sorted(w), 0.5), pct(sorted(p), 0.5), nil
 }
 
 // pingAll times 20 PINGs through each address, each on a warm connection.
