@@ -142,8 +142,8 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int)
 func wakeCost(ctx context.Context, addr string) (warm, paused time.Duration, err error) {
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
-	var w, p []time.Duration
-	for _, pause := range []time.Duration{0, 100 * time.Millisecond} {
+	var ds [2][]time.Duration // back to back, after a pause
+	for j, pause := range []time.Duration{0, 100 * time.Millisecond} {
 		if err := rc.Ping(ctx).Err(); err != nil {
 			return 0, 0, err
 		}
@@ -153,14 +153,10 @@ func wakeCost(ctx context.Context, addr string) (warm, paused time.Duration, err
 			if err := rc.Ping(ctx).Err(); err != nil {
 				return 0, 0, err
 			}
-			if pause == 0 {
-				w = append(w, time.Since(start))
-			} else {
-				p = append(p, time.Since(start))
-			}
+			ds[j] = append(ds[j], time.Since(start))
 		}
 	}
-	return pct(sorted(w), 0.5), pct(sorted(p), 0.5), nil
+	return pct(sorted(ds[0]), 0.5), pct(sorted(ds[1]), 0.5), nil
 }
 
 // pingAll times 20 PINGs through each address, each on a warm connection.
