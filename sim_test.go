@@ -59,6 +59,9 @@ func TestSimulation(t *testing.T) {
 					t.Logf("seed %d took %v: %s", seed, took.Round(time.Millisecond), sim.summary())
 				}
 				if v := sim.violations(); len(v) > 0 {
+					if *simHistory {
+						t.Logf("HISTORY seed %d:\n%s", seed, strings.Join(sim.hist, "\n"))
+					}
 					t.Fatalf("seed %d: %s\nrun it alone: go test -run TestSimulation -sim.seed=%d -v .\n%s", seed, strings.Join(v, "\n"), seed, sim.around(v))
 				}
 				if n == 1 {
@@ -97,6 +100,7 @@ type simRun struct {
 	cooldowns map[string]time.Time // tokens released with a cooldown, until when
 	reached   []map[string]uint8   // per node: the tokens its acquires (1) and releases (2) ran for
 	left      []string             // what the nodes held after every Client closed
+	hist      []string             // with -sim.history: every op each node ran, with its key after it
 	spans     []simSpan            // the faults
 	healed    time.Time            // when the last fault healed
 	forgot    []time.Time          // when a node restarted empty: fencing counters forgotten
@@ -169,12 +173,6 @@ type simServed struct {
 	guarded      bool // a restart guard refused grants meanwhile (see simWait)
 }
 
-func (s *simRun) logf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.log = append(s.log, fmt.Sprintf("%8.3fs ", time.Since(s.begin).Seconds())+fmt.Sprintf(format, args...))
-}
-
 // observe is client c's observer: it notes every Lock call served after
 // waiting in a queue, and with -sim.seed logs each round, with each node's
 // answer.
@@ -206,22 +204,6 @@ func (s *simRun) record(h simHolding) {
 	defer s.mu.Unlock()
 	s.holdings = append(s.holdings, h)
 	s.log = append(s.log, fmt.Sprintf("%8.3fs %s held %v (fence %d) from %.3fs", time.Since(s.begin).Seconds(), h.who, h.keys, h.fence, h.from.Sub(s.begin).Seconds()))
-}
-
-func (s *simRun) summary() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings, %d faults", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), len(s.spans))
-}
-
-// around returns the run's log around the first violation's time.
-func (s *simRun) around(v []string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.log) <= 60 || *simSeed != 0 || *simTrace {
-		return strings.Join(s.log, "\n")
-	}
-	return strings.Join(s.log[len(s.log)-60:], "\n") + "\n(the last 60 of " + fmt.Sprint(len(s.log)) + " lines; -sim.seed shows all)"
 }
 
 // runSim builds and runs one seed, inside the caller's bubble: faults
@@ -282,6 +264,9 @@ func (s *simRun) setUpNodes(rng *rand.Rand) {
 // ran notes, for node i, the tokens its acquires and releases ran for.
 func (s *simRun) ran(i int) func(*wire.Op) {
 	return func(o *wire.Op) {
+		if *simHistory {
+			s.note(i, o)
+		}
 		bit := uint8(0)
 		switch {
 		case wire.IsAcquire(o.Kind):
