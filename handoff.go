@@ -49,6 +49,7 @@ type waitQueue struct {
 	holder       *Lock               // this Client's lock on the key, until its release
 	lastReleased string              // token of this Client's last release of the key
 	notices      map[string][]string // per released token, the waiter each notice of its release named
+	noticed      []string            // the tokens in notices, oldest first (at most keptReleases)
 	// contended: until then, Lock calls of this Client queue at once
 	// instead of trying first: the key's last release that this Client
 	// saw found others waiting.
@@ -243,14 +244,35 @@ func (h *handoff) notice(_, payload string) {
 		q.wakeNamed([]string{head}, 1, h.c.cfg.lease)
 		return
 	}
-	if q.notices == nil || len(q.notices) > 64 { // tokens are unique: forget old ones
-		q.notices = make(map[string][]string)
+	named, seen := q.notices[token]
+	if !seen {
+		q.remember(token)
 	}
-	named := append(q.notices[token], head)
+	named = append(named, head)
 	q.notices[token] = named
 	if count(named, head) == h.c.quorum() { // once: this notice made the majority
 		q.wakeNamed(named, h.c.quorum(), h.c.cfg.lease)
 	}
+}
+
+// keptReleases bounds the releases a queue keeps the notices of: a
+// release's notices come within a round trip of each other, while 64 other
+// releases of the key take many.
+const keptReleases = 64
+
+// remember makes room for the notices of the release of token, forgetting
+// the oldest release's once keptReleases are kept. (Forgetting them all at
+// once would lose the first notices of a release still coming in: its
+// waiter, never woken, would sleep until its next look.)
+func (q *waitQueue) remember(token string) {
+	if q.notices == nil {
+		q.notices = make(map[string][]string)
+	}
+	if len(q.noticed) == keptReleases {
+		delete(q.notices, q.noticed[0])
+		q.noticed = append(q.noticed[:0], q.noticed[1:]...)
+	}
+	q.noticed = append(q.noticed, token)
 }
 
 // wakeNamed wakes this Client's waiter that at least quorum of heads name,
