@@ -62,6 +62,7 @@ type waiter struct {
 	rkey  string
 	wake  chan struct{}                      // buffered: a wake is kept until the waiter looks
 	judge func(int, wire.Result) wire.Result // counts a poll's reply for, if w is first and the key free
+	free  int                                // nodes its last look found it first on, with the key free
 }
 
 // judgeReply is a poll's judge: for if w is first and the key free,

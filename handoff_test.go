@@ -345,3 +345,51 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 		}
 	})
 }
+
+// TestLookAgainWhileReleased: a waiter whose look finds a release under way
+// (first with the key free on some nodes, the key still held on the rest)
+// looks again a round trip later, not after its strategy's delay (10–200
+// ms by default): the release's notices may never make a majority for it
+// (nodes whose first waiter was another, at the release). Here no notice
+// reaches anyone; the holder's release runs on nodes 0 and 1, and on the
+// others only once the waiter's look has seen that.
+func TestLookAgainWhileReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		for _, f := range fakes {
+			f.noNotices = true
+		}
+		l, err := newTestClient(t, fakes).TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		synctest.Wait()
+		got := make(chan time.Time, 1)
+		go func() {
+			w, err := newTestClient(t, fakes).Lock(t.Context(), "k")
+			assert.NoError(t, err)
+			got <- time.Now()
+			assert.NoError(t, w.Unlock(t.Context()))
+		}()
+		synctest.Wait() // refused, queued, asleep
+		gate, looks := make(chan struct{}), atomic.Int32{}
+		var opened time.Time
+		for _, f := range fakes {
+			f.ran = func(o *wire.Op) {
+				if o.Kind == wire.OpQueue && looks.Add(1) == int32(len(fakes)) {
+					opened = time.Now() // the look saw the release half done
+					close(gate)
+				}
+			}
+		}
+		for _, f := range fakes[2:] {
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpRelease {
+					<-gate
+				}
+			}
+		}
+		go func() { assert.NoError(t, l.Unlock(t.Context())) }()
+		took := <-got
+		require.LessOrEqual(t, took.Sub(opened), 2*time.Millisecond, "the waiter waited for its strategy, not a round trip")
+		synctest.Wait()
+	})
+}

@@ -340,12 +340,27 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
 	o := &wire.Op{Kind: wire.OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
-	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.decided, judge: w.judge})
+	sent := time.Now()
+	// It ends once w is first on a majority with the key free, or every
+	// node answered (or timed out): a look that a minority decided against
+	// still counts the nodes that have the key free for w (below).
+	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.won, judge: w.judge})
 	r.finish(&c.bg, nil)
 	if r.tally.won() {
 		return tryFailure{}
 	}
 	f := tryFailure{r: r, unusable: r.unusable()}
+	// More nodes than last time have w first with the key free: a release
+	// is under way, and the rest of it is about a round trip behind. Look
+	// again then: its notices may never make a majority (nodes that named
+	// another first waiter), and the strategy's delay would be a stall.
+	// Once per change: a key left free on a minority (a holder's acquire
+	// that never reached them) must not have w look every round trip.
+	if free := r.tally.ok; free > w.free {
+		w.free, f.hint = free, max(time.Since(sent), time.Millisecond)
+		return f
+	}
+	w.free = r.tally.ok
 	// First where the key is held: look again when the holder's keys are
 	// gone at the latest. Free where another is first: when that waiter's
 	// place lapses, should it be gone.
