@@ -352,7 +352,9 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 // ms by default): the release's notices may never make a majority for it
 // (nodes whose first waiter was another, at the release). Here no notice
 // reaches anyone; the holder's release runs on nodes 0 and 1, and on the
-// others only once the waiter's look has seen that.
+// others only once the waiter's look has seen that (their answers come a
+// millisecond later: a look ends once decided, and counts the nodes that
+// answered by then).
 func TestLookAgainWhileReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
@@ -382,8 +384,11 @@ func TestLookAgainWhileReleased(t *testing.T) {
 		}
 		for _, f := range fakes[2:] {
 			f.hold = func(o *wire.Op) {
-				if o.Kind == wire.OpRelease {
+				switch o.Kind {
+				case wire.OpRelease:
 					<-gate
+				case wire.OpQueue: // the nodes with the key free answer first
+					time.Sleep(time.Millisecond)
 				}
 			}
 		}

@@ -341,10 +341,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
 	o := &wire.Op{Kind: wire.OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
 	sent := time.Now()
-	// It ends once w is first on a majority with the key free, or every
-	// node answered (or timed out): a look that a minority decided against
-	// still counts the nodes that have the key free for w (below).
-	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: tally.won, judge: w.judge})
+	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge})
 	r.finish(&c.bg, nil)
 	if r.tally.won() {
 		return tryFailure{}
@@ -381,6 +378,14 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	}
 	return f
 }
+
+// lookEnded ends a look at the queue once w is first on a majority with the
+// key free, or once it cannot be and no node has it first with the key
+// free; a look that some node has it first on waits for every answer (or
+// the node timeout), to count them. Ending every look at a decision would
+// miss a release under way half the time; waiting for every node on every
+// look would hold each up by a hung node's timeout.
+func lookEnded(t tally) bool { return t.won() || t.lost() && t.ok == 0 }
 
 // sooner returns the sooner of two bounds on a wait (0: none). After a
 // refused attempt, the attempt's bound stands unless its look at the queue
