@@ -358,8 +358,30 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 func TestLookAgainWhileReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
-		for _, f := range fakes {
+		// The hooks are set before the nodes are used, and armed once the
+		// waiter sleeps: the looks counted are those after the release.
+		var armed atomic.Bool
+		gate, looks, opened := make(chan struct{}), atomic.Int32{}, atomic.Int64{}
+		for i, f := range fakes {
 			f.noNotices = true
+			f.ran = func(o *wire.Op) {
+				if armed.Load() && o.Kind == wire.OpQueue && looks.Add(1) == int32(len(fakes)) {
+					opened.Store(time.Now().UnixNano()) // the look saw the release half done
+					close(gate)
+				}
+			}
+			if i < 2 {
+				continue
+			}
+			f.hold = func(o *wire.Op) {
+				switch {
+				case !armed.Load():
+				case o.Kind == wire.OpRelease:
+					<-gate
+				case o.Kind == wire.OpQueue: // the nodes with the key free answer first
+					time.Sleep(time.Millisecond)
+				}
+			}
 		}
 		l, err := newTestClient(t, fakes).TryLock(t.Context(), "k")
 		require.NoError(t, err)
@@ -372,29 +394,10 @@ func TestLookAgainWhileReleased(t *testing.T) {
 			assert.NoError(t, w.Unlock(t.Context()))
 		}()
 		synctest.Wait() // refused, queued, asleep
-		gate, looks := make(chan struct{}), atomic.Int32{}
-		var opened time.Time
-		for _, f := range fakes {
-			f.ran = func(o *wire.Op) {
-				if o.Kind == wire.OpQueue && looks.Add(1) == int32(len(fakes)) {
-					opened = time.Now() // the look saw the release half done
-					close(gate)
-				}
-			}
-		}
-		for _, f := range fakes[2:] {
-			f.hold = func(o *wire.Op) {
-				switch o.Kind {
-				case wire.OpRelease:
-					<-gate
-				case wire.OpQueue: // the nodes with the key free answer first
-					time.Sleep(time.Millisecond)
-				}
-			}
-		}
+		armed.Store(true)
 		go func() { assert.NoError(t, l.Unlock(t.Context())) }()
 		took := <-got
-		require.LessOrEqual(t, took.Sub(opened), 2*time.Millisecond, "the waiter waited for its strategy, not a round trip")
+		require.LessOrEqual(t, took.Sub(time.Unix(0, opened.Load())), 2*time.Millisecond, "the waiter waited for its strategy, not a round trip")
 		synctest.Wait()
 	})
 }
