@@ -353,11 +353,12 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	// another first waiter), and the strategy's delay would be a stall.
 	// Once per change: a key left free on a minority (a holder's acquire
 	// that never reached them) must not have w look every round trip.
-	if free := r.tally.ok; free > w.free {
-		w.free, f.hint = free, max(time.Since(sent), time.Millisecond)
+	underWay := r.tally.ok > w.free
+	w.free = r.tally.ok
+	if underWay {
+		f.hint = max(time.Since(sent), time.Millisecond)
 		return f
 	}
-	w.free = r.tally.ok
 	// First where the key is held: look again when the holder's keys are
 	// gone at the latest. Free where another is first: when that waiter's
 	// place lapses, should it be gone.
