@@ -43,13 +43,17 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 	return nil, c.refuse(ctx, a)
 }
 
-// acquire sends the acquire script to every node and, with fencing, writes
+// acquire sends the acquire (the script, or uncontended a plain SET NX:
+// plain) to every node and, with fencing, writes
 // the token back to a majority.
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
 	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), ttl)
-	if a.lc.fencing && a.takesFence() {
+	switch {
+	case a.lc.fencing && a.takesFence():
 		o.Kind, o.Fence = wire.OpAcquireFenced, c.propose()
+	case a.plain():
+		o.Kind = wire.OpAcquirePlain
 	}
 	o.Place = a.place
 	// Detached, as Unlock's releases are: a caller that cancels ctx as soon
@@ -87,6 +91,14 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		}
 	}
 	a.end = time.Now()
+}
+
+// plain reports whether the acquisition can be a plain SET NX on each
+// node (wire.OpAcquirePlain): a mutex's fresh token with no place in the
+// queue, no fencing, and a caller that needs no holder's PTTL from a
+// refusal (a semaphore's sweep bounds its wait by it).
+func (a *acquisition) plain() bool {
+	return a.mode == wire.ModeMutex && a.lc.token == "" && a.place == nil && !a.lc.fencing && !a.lc.sweeping && a.rkeys == nil
 }
 
 // propose returns the fence this Client proposes for its next fenced

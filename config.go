@@ -68,6 +68,7 @@ type lockConfig struct {
 	fencing    bool
 	onEnd      func(error) // Do: cancels fn's context when the lock ends early
 	recampaign bool        // Election.Lead: campaign again after a lost leadership
+	sweeping   bool        // a Semaphore's: its refusals' PTTLs bound its wait
 }
 
 func defaultConfig() config {

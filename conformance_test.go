@@ -33,6 +33,9 @@ func (w step) args() []any {
 		return w.raw
 	}
 	w.o.Encode()
+	if w.o.Kind == wire.OpAcquirePlain {
+		return w.o.Args(w.node) // a command, not a script
+	}
 	return w.o.EvalArgs(w.node)
 }
 
@@ -83,6 +86,10 @@ func conformance() map[string][]step {
 	fenced := func(key, token string, proposal int64, node int) step {
 		return step{o: withFence(wire.NewOp(wire.OpAcquireFenced, key, token, token, ttl), proposal), node: node}
 	}
+	plain := func(key, token, value string) *wire.Op {
+		return wire.NewOp(wire.OpAcquirePlain, key, token, value, ttl)
+	}
+	inspect := func(key string) step { return do(wire.NewOp(wire.OpInspect, key, "", "", 0)) }
 	const p = 1150000000000063 // a proposal: ≡ 63 (mod 64), as a Client's
 	m1, m2, m3 := k("m")+"a", k("m")+"b", k("m")+"c"
 	return map[string][]step{
@@ -93,6 +100,26 @@ func conformance() map[string][]step {
 			raw("ZADD", k("c"), 1, "x"), do(acq(k("c"), "t1")),
 			raw("EVALSHA", strings.Repeat("0", 40), 0),                                           // NOSCRIPT
 			raw("EVALSHA", (&wire.Op{Kind: wire.OpAcquire}).SHA(), 1, k("d"), "t1", "t1", 10000), // cached by the EVALs before
+		},
+		"plain acquire and reservations": {
+			do(plain(k("p"), "t1", "t1\x00meta")), raw("PTTL", k("p")), do(plain(k("p"), "t2", "t2")), // created (OK); refused (nil)
+			raw("ZADD", k("pz"), 1, "x"), do(plain(k("pz"), "t1", "t1")), // WRONGTYPE
+			do(queue(k("p"), "c1.1", 100, false)), do(rel(k("p"), "t1", 0)), // wakes c1.1 and reserves the key
+			raw("GET", k("p")), raw("PTTL", k("p")), inspect(k("p")),
+			do(plain(k("p"), "t3", "t3")), do(acq(k("p"), "t3")), // refused: by the reservation, by the queue
+			do(wire.NewOp(wire.OpExtend, k("p"), "t1", "", ttl)), do(rel(k("p"), "t1", 0)), // absent, not another's
+			do(withFence(wire.NewOp(wire.OpProclaim, k("p"), "t1", "t1\x00v", 0), 7)),
+			do(queue(k("p"), "c2.1", 200, false)), raw("PTTL", k("p")), // a look renews it for the head's lease
+			do(withPlace(acq(k("p"), "t4"), "c1.1", 100, lease)), raw("GET", k("p")), // the head takes it
+			do(rel(k("p"), "t4", 0)), raw("GET", k("p")), // reserved for c2.1
+			do(queue(k("p"), "c2.1", 200, true)), raw("EXISTS", k("p")), // the last place leaves: deleted
+			do(queue(k("pl"), "c1.1", 100, false)), raw("GET", k("pl")), // a look finds it free: reserved
+			do(withMode(acq(k("pl"), "r1"), wire.ModeRead)), fenced(k("pl"), "t5", p, 0), // both refused by the queue
+			do(withKeys(acq(k("pl"), "t6"), k("pl"))), raw("GET", k("pl")), // a set ignores queues, and takes it
+			do(withKeys(rel(k("pl"), "t6", 0), k("pl"))), raw("GET", k("pl")), // its release reserves it again
+			do(wire.NewFenceWrite(k("pl"), nil, "t6", p)),
+			do(withPlace(withMode(acq(k("pl"), "w1"), wire.ModeWrite), "c1.1", 100, lease)),
+			do(withMode(rel(k("pl"), "w1", 0), wire.ModeWrite)), raw("EXISTS", k("pl")), // no queue left: deleted
 		},
 		"extend and release": {
 			do(wire.NewOp(wire.OpExtend, k("e"), "t1", "", ttl)), do(acq(k("e"), "t1")),

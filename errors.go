@@ -22,7 +22,10 @@ var (
 	// confirmed expire at their TTL).
 	ErrNotObtained = errors.New("redlock: not obtained")
 	// ErrHeld is a node's reason in a QuorumError or an Event: another token
-	// holds the key on that node.
+	// holds the key on that node. An uncontended attempt (TryLock, or a
+	// Lock's first) is one SET NX per node, whose refusal does not say
+	// more: there, ErrHeld also stands for a key kept free for the first
+	// Lock call in its queue (ErrQueued from a queued attempt).
 	ErrHeld = errors.New("redlock: held by another token")
 	// ErrQueued is a node's reason in a QuorumError or an Event: the key is
 	// free on that node, but other Lock calls wait for it (in this process

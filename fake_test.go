@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type fakeNode struct {
 	// variant, if set, may name another script source for an op: a mutant
 	// (see lenientWriteBack and sim_mutants_test.go); "" runs the op's own.
 	variant func(o *wire.Op) string
+	// plainOverwrites, a mutant, sends a plain acquire without NX: it
+	// takes the key whoever holds it.
+	plainOverwrites bool
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
 	hold func(o *wire.Op)
@@ -150,7 +154,7 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 	}
 	time.Sleep(t.lag) // sent: it runs, whatever becomes of its caller
 	n.mu.Lock()
-	amnesia, variant := n.amnesia, n.variant
+	amnesia, variant, overwrites := n.amnesia, n.variant, n.plainOverwrites
 	n.mu.Unlock()
 	if amnesia && wire.IsAcquire(o.Kind) {
 		n.mem.Do(append([]any{"DEL"}, lockKeys(o)...)...)
@@ -160,6 +164,9 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 		if src := variant(o); src != "" {
 			args = slicesWith(o.EvalArgs(n.index), 1, src)
 		}
+	}
+	if overwrites && o.Kind == wire.OpAcquirePlain {
+		args = slices.DeleteFunc(slices.Clone(args), func(a any) bool { return a == "nx" })
 	}
 	r := n.mem.Do(args...)
 	if e, ok := r.(memnode.Error); ok && wire.IsNoScript(e) {

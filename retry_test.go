@@ -56,7 +56,7 @@ func (a *tryTimes) watch(n *fakeNode) {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		switch {
-		case o.Kind == wire.OpAcquire:
+		case o.Kind == wire.OpAcquire, o.Kind == wire.OpAcquirePlain:
 			a.acquires++
 		case o.Kind != wire.OpQueue || o.Quiet:
 			return

@@ -53,6 +53,7 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) (*Semaphore
 	if lc.token != "" {
 		return nil, invalid("WithToken does not apply to a semaphore: a token could hold two permits")
 	}
+	lc.sweeping = true
 	s := &Semaphore{c: c, permits: permits, lc: lc, keys: make([]string, permits)}
 	for i := range s.keys {
 		s.keys[i] = slotKey(name, i)

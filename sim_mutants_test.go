@@ -86,7 +86,7 @@ func init() {
 
 // queueGate is gateLua's refusal of a free key to anyone but the first
 // waiter.
-const queueGate = "if h and h ~= id then return {-1 - left, '', h} end"
+const queueGate = "if h and h ~= id then\n\t\treserve(left)\n\t\treturn {-1 - left, '', h}\n\tend"
 
 const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\\0' then return -1 end\n"
 
@@ -115,7 +115,8 @@ var mutants = []mutant{
 	scriptMutant("release without its token check: deletes whoever holds the key", (&wire.Op{Kind: wire.OpRelease}).Source(), tokenCheck, ""),
 	scriptMutant("a cooldown ignored: the release deletes the key at once", (&wire.Op{Kind: wire.OpRelease}).Source(), "if ARGV[2] ~= '0' then", "if false then"),
 	scriptMutant("extend re-creates an expired key", (&wire.Op{Kind: wire.OpExtend}).Source(),
-		"if not v then return 0 end", "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"),
+		"if not v or string.byte(v) == 0 then return 0 end", "if not v or string.byte(v) == 0 then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end"),
+	{name: "a plain acquire without NX: takes the key whoever holds it", node: func(f *fakeNode) { f.plainOverwrites = true }},
 	scriptMutant("acquire takes a held key", (&wire.Op{Kind: wire.OpAcquire}).Source(),
 		"local v = redis.call('GET', KEYS[1])", "local v = false"),
 	scriptMutant("fenced acquire hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
@@ -123,7 +124,7 @@ var mutants = []mutant{
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"local refused, again = free()", "local refused, again = nil, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
-		"local v = redis.call('GET', KEYS[1])\nif v then", "local v = redis.call('GET', KEYS[1])\nif false then"),
+		"local v = redis.call('GET', KEYS[1])\nif v and string.byte(v) ~= 0 then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }
 
 var simBudget = flag.Int("sim.budget", 300, "seeds TestSimulationMutants gives each mutant")

@@ -337,28 +337,24 @@ func (s *simRun) closeAll() {
 // behind: a token released with a cooldown that has not ended (give or
 // take the node's clock), or a sorted set whose live members are all such
 // (a read-write lock's readers) or none (a wait queue's places: the lease
-// of each, by node time, has run out).
+// of each, by node time, has run out), or a key reserved for its queue
+// (wire.Reserved) that expires no later than such a place.
 func (s *simRun) coolingDown(f *fakeNode, k string) bool {
 	var tokens []string
-	if v, ok := f.value(k); ok {
+	if v, ok := f.value(k); ok && v == wire.Reserved {
+		pttl, _ := f.mem.Do("PTTL", k).(int64)
+		return s.nodeMs(f)+pttl <= s.placesLapsed(f)
+	} else if ok {
 		token, _, _ := strings.Cut(v, "\x00")
 		tokens = append(tokens, token)
 	} else {
-		now := f.mem.Do("TIME").([]any)
-		sec, _ := strconv.ParseInt(now[0].(string), 10, 64)
-		us, _ := strconv.ParseInt(now[1].(string), 10, 64)
-		ms := sec*1000 + us/1000
 		leases := k
 		if q, ok := strings.CutSuffix(k, ":queue"); ok {
 			leases = q + ":lease"
 		}
-		live := ms
+		live := s.nodeMs(f)
 		if !strings.HasSuffix(k, ":readers") {
-			// A place refreshed last before the last fault healed may be
-			// one its waiter could not take out: it lapses within a lease.
-			s.mu.Lock()
-			live += (time.Until(s.healed) + defaultWaiterLease + defaultWaiterLease/50).Milliseconds()
-			s.mu.Unlock()
+			live = s.placesLapsed(f)
 		}
 		members, _ := f.mem.Do("ZRANGE", leases, 0, -1, "WITHSCORES").([]any)
 		for j := 0; j+1 < len(members); j += 2 {
@@ -379,4 +375,21 @@ func (s *simRun) coolingDown(f *fakeNode, k string) bool {
 		}
 	}
 	return true
+}
+
+// nodeMs is node f's time, in ms, as its scripts read it.
+func (s *simRun) nodeMs(f *fakeNode) int64 {
+	now := f.mem.Do("TIME").([]any)
+	sec, _ := strconv.ParseInt(now[0].(string), 10, 64)
+	us, _ := strconv.ParseInt(now[1].(string), 10, 64)
+	return sec*1000 + us/1000
+}
+
+// placesLapsed is the node time (ms) by which every place left in a queue
+// must have lapsed: a place refreshed last before the last fault healed
+// may be one its waiter could not take out, and it lapses within a lease.
+func (s *simRun) placesLapsed(f *fakeNode) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nodeMs(f) + (time.Until(s.healed) + defaultWaiterLease + defaultWaiterLease/50).Milliseconds()
 }

@@ -40,11 +40,15 @@ func readerWithWriter(readers, writers []holding) []string {
 }
 
 // writerAndReaders is one atomic read of a node: whether a writer's key is
-// there, and how many readers' leases are live.
+// there (a key reserved for its queue, a lone NUL, is not a writer's), and
+// how many readers' leases are live.
 var writerAndReaders = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return {redis.call('EXISTS', KEYS[1]), redis.call('ZCOUNT', KEYS[1] .. ':readers', '(' .. now, '+inf')}
+local v = redis.call('GET', KEYS[1])
+local writer = 0
+if v and v ~= '\0' then writer = 1 end
+return {writer, redis.call('ZCOUNT', KEYS[1] .. ':readers', '(' .. now, '+inf')}
 `)
 
 // refusedAs reports whether err is a refusal in which a majority of the

@@ -2,6 +2,7 @@ package nodeio
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -75,7 +76,12 @@ type stream struct {
 	info      *redis.StringCmd
 	pipe      redis.Pipeliner // conn's pipeline, reused
 	runID     string          // the run_id of the server at the other end of conn; "" not known
-	cmds      []*redis.Cmd    // by position in the batch; nil for a call not sent
+	// scriptsRun: a script of the library ran on conn, so plain acquires go
+	// as plain commands; until then, as their Scripted twins, so that a
+	// node that refuses scripts refuses the acquire (and is unusable at
+	// once) rather than grant a lock no script can release.
+	scriptsRun bool
+	cmds       []*redis.Cmd // by position in the batch; nil for a call not sent
 }
 
 func newStream(client redis.UniversalClient, index int) *stream {
@@ -205,7 +211,7 @@ func (s *stream) hangUp() {
 	if s.conn != nil {
 		_ = s.conn.Close()
 	}
-	s.conn, s.pipe, s.runID = nil, nil, ""
+	s.conn, s.pipe, s.runID, s.scriptsRun = nil, nil, "", false
 }
 
 // send sends one batch as one pipeline and delivers every call's result.
@@ -222,6 +228,39 @@ func (s *stream) send(batch []Call) {
 	}
 	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
 	defer clear(s.cmds)
+	s.makeCmds(ctx, batch)
+	s.run(ctx)
+	s.checkInfo(ctx, batch)
+	s.evalMissing(ctx, batch)
+	s.redirectMoved(ctx, batch)
+	broken := false
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil {
+			continue
+		}
+		switch err := cmd.Err(); {
+		case err != nil && !wire.IsReply(err):
+			broken = true
+		case c.Op.Kind != wire.OpAcquirePlain && (err == nil || errors.Is(err, redis.Nil)):
+			s.scriptsRun = true
+		}
+		res := wire.Decode(c.Op.Kind, cmd)
+		if wire.IsAcquire(c.Op.Kind) {
+			res.RunID = s.runID
+		}
+		c.To.Deliver(c.Index, res)
+	}
+	if broken && s.conn != nil {
+		s.hangUp() // the next batch dials afresh and asks the run_id again
+	}
+}
+
+// makeCmds makes the command of each call of the batch that is to be
+// sent, in s.cmds, and answers the others at once: calls that ended, and
+// every call when no connection could be had (or every acquire, when the
+// restart guard cannot work on the node).
+func (s *stream) makeCmds(ctx context.Context, batch []Call) {
 	connErr, guardErr := s.prepare(ctx, batch)
 	now := time.Now()
 	for j := range batch {
@@ -239,29 +278,10 @@ func (s *stream) send(batch []Call) {
 			c.To.Deliver(c.Index, wire.Result{Err: err})
 			continue
 		}
+		if !s.scriptsRun {
+			c.Op = c.Op.Scripted()
+		}
 		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
-	}
-	s.run(ctx)
-	s.checkInfo(ctx, batch)
-	s.evalMissing(ctx, batch)
-	s.redirectMoved(ctx, batch)
-	broken := false
-	for j, c := range batch {
-		cmd := s.cmds[j]
-		if cmd == nil {
-			continue
-		}
-		if err := cmd.Err(); err != nil && !wire.IsReply(err) {
-			broken = true
-		}
-		res := wire.Decode(c.Op.Kind, cmd)
-		if wire.IsAcquire(c.Op.Kind) {
-			res.RunID = s.runID
-		}
-		c.To.Deliver(c.Index, res)
-	}
-	if broken && s.conn != nil {
-		s.hangUp() // the next batch dials afresh and asks the run_id again
 	}
 }
 

@@ -11,7 +11,7 @@ package wire
 // Reply: 1 replaced; 0 key absent (expired); −1 another token holds it.
 const proclaimSrc = `
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
+if not v or string.byte(v) == 0 then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 redis.call('PUBLISH', KEYS[1] .. ':leader', ARGV[3])
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')

@@ -9,15 +9,18 @@ import (
 // IsNoScript reports whether a node answered NOSCRIPT: it does not have the
 // script cached (after SCRIPT FLUSH, say), and did not run it.
 func IsNoScript(err error) bool {
-	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+	return err != nil && err != redis.Nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // IsReply reports whether err is the node's answer (an error reply), as
 // opposed to a failure of the connection, after which the connection is
 // not trusted further.
 func IsReply(err error) bool {
+	if err == redis.Nil { // a plain acquire's refusal: spares errors.As its allocation
+		return true
+	}
 	var re redis.Error
 	return errors.As(err, &re)
 }
 
-func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced }
+func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced || k == OpAcquirePlain }

@@ -47,6 +47,7 @@ var acquireFencedSrc = acquireFencedScript("")
 func acquireFencedScript(check string) string {
 	return fenceLua + `
 local v = redis.call('GET', KEYS[1])
+if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
 local code = 1
 if not v then` + check + gateIf(7) + `
 else
@@ -80,7 +81,7 @@ const fenceWriteSrc = `
 local ours = true
 for _, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
-	if not v then
+	if not v or string.byte(v) == 0 then
 		ours = false
 	elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\0' then
 		return -1

@@ -23,5 +23,7 @@ if redis.call('EXISTS', q) == 1 then
 		end
 	end
 end
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), waiting, first, readers}
+local v, p = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
+if v and string.byte(v) == 0 then v, p = false, -2 end -- reserved for the queue: nobody holds it
+return {v, p, redis.call('GET', KEYS[2]), waiting, first, readers}
 `

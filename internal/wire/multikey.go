@@ -31,7 +31,7 @@ const extendMultiSrc = ownedLua + expireAtLua + `
 local st, vs = 1, {}
 for i, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
-	if not v then st = 0 elseif not owned(v) then return -1 end
+	if not v or string.byte(v) == 0 then st = 0 elseif not owned(v) then return -1 end
 	vs[i] = v
 end
 if st == 0 then return 0 end
@@ -49,7 +49,7 @@ var releaseMultiSrc = ownedLua + expireAtLua + `
 local st, mine, vs = 1, {}, {}
 for _, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
-	if not v then
+	if not v or string.byte(v) == 0 then
 		if st == 1 then st = 0 end
 	elseif owned(v) then
 		mine[#mine + 1] = k
@@ -64,13 +64,18 @@ if ARGV[2] ~= '0' then
 	return st
 end
 for _, k in ipairs(mine) do
-	redis.call('DEL', k)
-	if ARGV[3] ~= '' and redis.call('EXISTS', k .. ':queue') == 1 then
+	local reserved = false
+	if redis.call('EXISTS', k .. ':queue') == 1 then
 ` + queueLua + `
 		local q, l = qkeys(k)
-		local h = head(q, l, now())
-		if h then wake(ARGV[3], h, ARGV[1], k) end
+		local h, left = head(q, l, now())
+		if h then
+			reserve(left, k)
+			reserved = true
+			if ARGV[3] ~= '' then wake(ARGV[3], h, ARGV[1], k) end
+		end
 	end
+	if not reserved then redis.call('DEL', k) end
 end
 return st
 `
@@ -85,7 +90,7 @@ local function free()
 	local own = 0
 	for _, k in ipairs(KEYS) do
 		local v = redis.call('GET', k)
-		if v then
+		if v and string.byte(v) ~= 0 then -- a reservation is the key's queue's, which a set ignores
 			if not owned(v) then
 				local nul = string.find(v, '\0', 1, true)
 				if nul then v = string.sub(v, 1, nul - 1) end

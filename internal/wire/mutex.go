@@ -15,6 +15,7 @@ var acquireSrc = acquireScript("")
 func acquireScript(check string) string {
 	return `
 local v = redis.call('GET', KEYS[1])
+if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
 if not v then` + check + gateIf(4) + `
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
@@ -34,7 +35,7 @@ return {-1 - redis.call('PTTL', KEYS[1]), v}
 // Reply: 1 extended; 0 key absent (expired); −1 another token holds it.
 const extendSrc = `
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
+if not v or string.byte(v) == 0 then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
@@ -58,22 +59,24 @@ return 1
 // about 15% in an A/B run).
 var releaseSrc = `
 local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
+if not v or string.byte(v) == 0 then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 if ARGV[2] ~= '0' then
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	return 1
 end
-redis.call('DEL', KEYS[1])
-if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 ` + queueLua + `
 	local q, l = qkeys()
-	local h = head(q, l, now())
+	local h, left = head(q, l, now())
 	if h then
+		reserve(left)
+		if ARGV[3] == '' then return 1 end
 		wake(ARGV[3], h, ARGV[1])
 		return {1, h}
 	end
 end
+redis.call('DEL', KEYS[1])
 return 1
 `
 

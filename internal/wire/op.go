@@ -93,6 +93,9 @@ func (o *Op) Encode() {
 		} else {
 			o.set(keys, token, value, ms)
 		}
+	case OpAcquirePlain: // no script: see OpAcquirePlain
+		_, value := o.boxed()
+		o.wire = append(o.argv[:0], "set", o.Key, value, "nx", "px", ms)
 	case OpExtend:
 		o.set(keys, o.Token, ms)
 	case OpRelease:
@@ -120,6 +123,18 @@ func (o *Op) Encode() {
 		}
 		o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg())
 	}
+}
+
+// Scripted returns the acquire script's op for a plain acquire (see
+// OpAcquirePlain), encoded: for a node that has not yet shown that it
+// runs the library's scripts. Any other op is returned as it is.
+func (o *Op) Scripted() *Op {
+	if o.Kind != OpAcquirePlain {
+		return o
+	}
+	t := &Op{Kind: OpAcquire, Key: o.Key, Token: o.Token, Value: o.Value, Keys: o.Keys, Mode: o.Mode, TTL: o.TTL}
+	t.Encode()
+	return t
 }
 
 // boxed returns the op's token and value as arguments: boxed once when

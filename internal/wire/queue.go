@@ -17,9 +17,22 @@ import "fmt"
 // holder re-entering. The queue only decides who may try: a grant is still
 // the key set to the holder's token on a majority.
 //
+// A free key with a live queue is not left absent: a release, an
+// acquire refused by the queue, and a look at the queue that finds the key
+// free (and no readers: a read-write lock's), set it to Reserved (a NUL, which
+// no token starts with) for as long as the first place's lease has left,
+// and each look renews it so, or deletes it when the queue is empty. Every script reads Reserved as a free
+// key, and so the queue's gate decides who may take it; only a plain SET
+// NX, the uncontended acquire (OpAcquirePlain), reads it as held, which is
+// what keeps that acquire, which never looks at the queue, from jumping
+// it. A reservation is never a grant: no token is in it, so no holder
+// counts it, and a script that takes the key overwrites it.
+//
 // queueLua is the functions the scripts that touch the queue share: head
 // drops lapsed entries from the front and returns the first live one with
-// its lease left (ms), enqueue adds or refreshes an entry, wake tells a
+// its lease left (ms), enqueue adds or refreshes an entry, reserve sets the
+// key to Reserved for the head's lease left (or deletes it, for 0), keyFree reads a
+// key as free when it is absent or Reserved, wake tells a
 // waiter's Client that the waiter is first and the key free. A waiter ID is
 // its Client's ID, '.', and a number; each Client listens on one channel,
 // the wake prefix (by default "redlock:wake:") followed by its ID, so a
@@ -55,6 +68,13 @@ local function leave(q, l, id)
 	redis.call('ZREM', q, id)
 	redis.call('ZREM', l, id)
 end
+local function reserve(left, k)
+	if left > 0 then redis.call('SET', k or KEYS[1], '\0', 'PX', left) else redis.call('DEL', k or KEYS[1]) end
+end
+local function keyFree(k)
+	local v = redis.call('GET', k or KEYS[1])
+	return not v or string.byte(v) == 0
+end
 local function wake(prefix, id, token, k)
 	local client = string.match(id, '^[^.]*')
 	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
@@ -78,7 +98,10 @@ local function gate(id, ticket, lease)
 	local t = now()
 	if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
 	local h, left = head(q, l, t)
-	if h and h ~= id then return {-1 - left, '', h} end
+	if h and h ~= id then
+		reserve(left)
+		return {-1 - left, '', h}
+	end
 	if h then leave(q, l, h) end
 	return nil
 end
@@ -131,9 +154,16 @@ local first = head(q, l, t)
 if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
+local reserved = pttl ~= -2 and keyFree()
+if reserved then pttl = -2 end
 if pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
 	local r = readers(t)
 	if r > 0 then pttl = r end
+end
+if pttl == -2 and h then
+	reserve(left)
+elseif reserved and not h then
+	redis.call('DEL', KEYS[1])
 end
 if ARGV[2] == '0' and first == ARGV[1] and h and pttl == -2 then
 	wake(ARGV[4], h, ARGV[1])

@@ -49,7 +49,7 @@ func readersIf(i int) string {
 // queue's {−(lease left + 1), ”, first waiter}.
 const readAcquireSrc = queueLua + readersLua + `
 local v = redis.call('GET', KEYS[1])
-if v then
+if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue's, checked below)
 	local nul = string.find(v, '\0', 1, true)
 	if nul then v = string.sub(v, 1, nul - 1) end
 	return {-1 - redis.call('PTTL', KEYS[1]), v}
@@ -109,7 +109,7 @@ if cooldown > 0 then
 	return 1
 end
 redis.call('ZREM', r, ARGV[1])
-if ARGV[3] ~= '' and readers(t) == 0 and redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+if ARGV[3] ~= '' and readers(t) == 0 and keyFree() and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 	local q, l = qkeys()
 	local h = head(q, l, t)
 	if h then

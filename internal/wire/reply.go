@@ -61,6 +61,8 @@ func Decode(k Kind, cmd *redis.Cmd) Result {
 		return inspectReply(cmd.Slice())
 	case OpAcquire, OpAcquireFenced:
 		return acquireReply(cmd.Result())
+	case OpAcquirePlain:
+		return plainReply(cmd.Result())
 	case OpQueue:
 		return queueReply(cmd.Slice())
 	case OpRelease:
@@ -98,6 +100,28 @@ func fenceWriteReply(r int64) Result {
 	}
 	return Result{Err: fmt.Errorf("unexpected fence write-back reply %d", r)}
 }
+
+// plainReply decodes a plain acquire's reply (SET … NX PX): OK, the key was
+// free and is ours; nil, refused: another token holds the key, or it is
+// Reserved for its queue, which the reply does not say, nor who holds it or
+// for how long (no GET: a nil reply is an error to go-redis, which its
+// retry classifier and connection pool then inspect at about 20
+// allocations a node, so the grant must be the non-nil answer).
+func plainReply(reply any, err error) Result {
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Result{Status: StatusHeld, PTTL: PTTLUnknown}
+	case err != nil:
+		return Result{Err: err}
+	case reply == "OK":
+		return Result{Status: StatusOK}
+	}
+	return Result{Err: fmt.Errorf("unexpected plain acquire reply %v", reply)}
+}
+
+// PTTLUnknown is a refusal's PTTL when the node did not say it (a plain
+// acquire's).
+const PTTLUnknown = -2 * time.Millisecond
 
 func acquireReply(reply any, err error) Result {
 	if err != nil {

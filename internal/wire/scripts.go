@@ -14,7 +14,19 @@ const (
 	OpFenceWrite
 	OpQueue
 	OpProclaim
+	// OpAcquirePlain is a mutex's uncontended acquire as one plain
+	// command, SET key value NX PX ttl, where no script is needed: a fresh
+	// token (no re-entry), no place in the queue, no fencing. A free key
+	// with a live queue is Reserved (see queueLua), so the NX keeps it from
+	// jumping the queue. Its refusal says neither who holds the key nor for
+	// how long (see plainReply). A node not yet known to run the library's
+	// scripts is sent Scripted instead (internal/nodeio).
+	OpAcquirePlain
 )
+
+// Reserved is a free key's value while its wait queue lives (see
+// queueLua). Tokens never start with NUL, so no token is it.
+const Reserved = "\x00"
 
 // script is a Lua script with its SHA1, boxed once so that building a call's
 // arguments does not allocate for them.
@@ -22,7 +34,7 @@ type script struct {
 	src, sha any
 }
 
-const kindCount = int(OpProclaim) + 1
+const kindCount = int(OpAcquirePlain) + 1
 
 // scriptSet is a primitive's scripts, by op kind: where it has none of its
 // own for a kind, an op of that kind runs the mutex's.
