@@ -3,8 +3,8 @@
 //
 // # Guarantees
 //
-// An acquisition sends the acquire script to all N nodes at once and
-// succeeds only if a majority (N/2+1) granted it while the lock's validity
+// An acquisition sends its acquire to all N nodes at once (a script, or
+// for an uncontended mutex a plain SET NX) and succeeds only if a majority (N/2+1) granted it while the lock's validity
 // was still positive. Validity is measured on this process's monotonic
 // clock from before the first request was sent:
 //
