@@ -20,6 +20,7 @@ func (s *simRun) violations() []string {
 	defer s.mu.Unlock()
 	v := s.overlaps()
 	v = append(v, s.outOfOrder()...)
+	v = append(v, s.jumped()...)
 	v = append(v, s.unreached()...)
 	v = append(v, s.starved()...)
 	v = append(v, s.slowHandOffs()...)
@@ -81,6 +82,48 @@ func (s *simRun) outOfOrder() []string {
 		}
 	}
 	return v
+}
+
+// jumped lists acquisitions at an unqueued attempt (a Lock's first, a
+// TryLock: the plain SET NX) of a key that a Lock call had been waiting
+// for since well before the attempt started (its place had reached every
+// node: two node timeouts), and went on waiting for, with no fault under
+// way: the reservation of a free key for its queue (wire.Reserved) keeps
+// such attempts out. Not counted: re-entry (the key was held, by the
+// acquirer itself, when it was granted), a restart guard's refusals, and
+// a key left to expire (a cooldown's, a holding that ended unreleased)
+// shortly before: it is free without a reservation until a waiter's next
+// look, within the retry strategy's longest delay (200 ms). Callers hold
+// s.mu.
+func (s *simRun) jumped() []string {
+	var v []string
+	settle := s.ttl / 10
+	for _, b := range s.direct {
+		if !slices.Contains(simKeys, b.key) || s.heldAt(b.key, b.took) || s.expiredNear(b.key, b.queued.Add(-settle-200*time.Millisecond), b.took) {
+			continue
+		}
+		for _, w := range s.waits {
+			if w.key == b.key && w.from.Add(settle).Before(b.queued) && w.to.After(b.took) && !w.guarded && s.calmBetween(w.from, b.took) {
+				v = append(v, fmt.Sprintf("key %s: %s took it at an unqueued attempt %s–%s, while %s had waited since %s (until %s)", b.key, b.client, s.at(b.queued), s.at(b.took), w.who, s.at(w.from), s.at(w.to)))
+				break
+			}
+		}
+	}
+	return v
+}
+
+// heldAt reports whether a holding of key was live at t; expiredNear,
+// whether a holding of key left to expire ended within [from, to].
+func (s *simRun) heldAt(key string, t time.Time) bool {
+	return slices.ContainsFunc(s.holdings, func(h simHolding) bool {
+		return slices.Contains(h.keys, key) && !h.from.After(t) && h.to.After(t)
+	})
+}
+
+func (s *simRun) expiredNear(key string, from, to time.Time) bool {
+	return slices.ContainsFunc(s.holdings, func(h simHolding) bool {
+		return slices.Contains(h.keys, key) && h.expires && !h.to.Before(from) && !h.to.After(to)
+	})
 }
 
 // unreached lists calls that did not reach every node when no fault was

@@ -93,6 +93,7 @@ type simRun struct {
 	log       []string
 	holdings  []simHolding
 	served    []simServed
+	direct    []simServed // acquisitions at a first attempt, unqueued: queued is the attempt's start
 	waits     []simWait
 	reads     []simRead
 	observers []simObserver
@@ -174,14 +175,19 @@ type simServed struct {
 }
 
 // observe is client c's observer: it notes every Lock call served after
-// waiting in a queue, and with -sim.seed logs each round, with each node's
-// answer.
+// waiting in a queue, and every acquisition at an unqueued attempt, and
+// with -sim.seed logs each round, with each node's answer.
 func (s *simRun) observe(c string) Observer {
 	return func(e Event) {
-		if e.Kind == EventAcquire && e.Err == nil && !e.Queued.IsZero() {
-			guarded := s.guardedSince(e.Queued)
+		if e.Kind == EventAcquire && e.Err == nil {
+			now := time.Now()
+			guarded := !e.Queued.IsZero() && s.guardedSince(e.Queued)
 			s.mu.Lock()
-			s.served = append(s.served, simServed{key: e.Key, client: c, queued: e.Queued, took: time.Now(), guarded: guarded})
+			if !e.Queued.IsZero() {
+				s.served = append(s.served, simServed{key: e.Key, client: c, queued: e.Queued, took: now, guarded: guarded})
+			} else {
+				s.direct = append(s.direct, simServed{key: e.Key, client: c, queued: now.Add(-e.Duration), took: now})
+			}
 			s.mu.Unlock()
 		}
 		if *simSeed == 0 && !*simTrace {
