@@ -4,9 +4,10 @@
 // # Guarantees
 //
 // An acquisition sends its acquire to all N nodes at once (a script, or
-// for an uncontended mutex a plain SET NX) and succeeds only if a majority (N/2+1) granted it while the lock's validity
-// was still positive. Validity is measured on this process's monotonic
-// clock from before the first request was sent:
+// for an uncontended mutex a plain SET NX) and succeeds only if a
+// majority (N/2+1) granted it while the lock's validity was still
+// positive. Validity is measured on this process's monotonic clock from
+// before the first request was sent:
 //
 //	validity = TTL − elapsed − (TTL × drift factor + 2 ms)
 //

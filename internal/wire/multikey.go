@@ -41,8 +41,9 @@ return 1
 `
 
 // releaseMultiSrc is releaseSrc for a multi-key lock's keys (KEYS): it
-// releases the keys that are ours even when another is not, and wakes the
-// first waiter of each key it deletes.
+// releases the keys that are ours even when another is not, as releaseSrc
+// releases one: each key with a live first waiter is left Reserved for its
+// queue, and that waiter woken.
 // Reply: 1 released; 0 a key absent (expired); −1 another token holds a
 // key.
 var releaseMultiSrc = ownedLua + expireAtLua + `

@@ -41,15 +41,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `
 
-// releaseSrc deletes a key we hold and, when the key's wait queue has a
-// first waiter, wakes it: it publishes {lock key, NUL, token, NUL, waiter
+// releaseSrc deletes a key we hold or, when the key's wait queue has a
+// live first waiter, leaves it Reserved for the queue (see queueLua) and
+// wakes that waiter: it publishes {lock key, NUL, token, NUL, waiter
 // ID} on the channel of the waiter's Client (ARGV[3] followed by the part of
 // the ID before its first '.'). With a cooldown, it leaves the key in place
 // to expire cooldown ms from now instead, keeping other tokens out until
 // then, and wakes nobody.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
-// grants, which released no lock anyone held).
+// grants, which released no lock anyone held; the key is still Reserved
+// for a queue).
 // Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
 // absent (expired); −1 another token holds it.
 //
