@@ -17,22 +17,23 @@ import "fmt"
 // holder re-entering. The queue only decides who may try: a grant is still
 // the key set to the holder's token on a majority.
 //
-// A free key with a live queue is not left absent: a release, an
-// acquire refused by the queue, and a look at the queue that finds the key
-// free (and no readers: a read-write lock's), set it to Reserved (a NUL, which
-// no token starts with) for as long as the first place's lease has left,
-// and each look renews it so, or deletes it when the queue is empty. Every script reads Reserved as a free
-// key, and so the queue's gate decides who may take it; only a plain SET
-// NX, the uncontended acquire (OpAcquirePlain), reads it as held, which is
-// what keeps that acquire, which never looks at the queue, from jumping
-// it. A reservation is never a grant: no token is in it, so no holder
-// counts it, and a script that takes the key overwrites it.
+// A free key with a live queue is not left absent: a release, an acquire
+// refused by the queue, and a look at the queue that finds the key free
+// (and no readers: a read-write lock's) set it to Reserved (a NUL, which
+// no token starts with) for as long as the first place's lease has left;
+// each look renews it so, or deletes it when the queue is empty. Every
+// script reads Reserved as a free key, and so the queue's gate decides who
+// may take it; only a plain SET NX, the uncontended acquire
+// (OpAcquirePlain), reads it as held, which is what keeps that acquire,
+// which never looks at the queue, from jumping it. A reservation is never
+// a grant: no token is in it, so no holder counts it, and a script that
+// takes the key overwrites it.
 //
 // queueLua is the functions the scripts that touch the queue share: head
 // drops lapsed entries from the front and returns the first live one with
 // its lease left (ms), enqueue adds or refreshes an entry, reserve sets the
-// key to Reserved for the head's lease left (or deletes it, for 0), keyFree reads a
-// key as free when it is absent or Reserved, wake tells a
+// key to Reserved for the head's lease left (or deletes it, for 0),
+// keyFree reads a key as free when it is absent or Reserved, wake tells a
 // waiter's Client that the waiter is first and the key free. A waiter ID is
 // its Client's ID, '.', and a number; each Client listens on one channel,
 // the wake prefix (by default "redlock:wake:") followed by its ID, so a

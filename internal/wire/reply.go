@@ -31,7 +31,7 @@ type Result struct {
 	// err and not Answered.
 	Answered bool
 	Status   Status
-	PTTL     time.Duration // StatusHeld: holder's remaining TTL, −1 if none; StatusQueued: the first waiter's lease left
+	PTTL     time.Duration // StatusHeld: holder's remaining TTL, −1 if none, PTTLUnknown from a plain acquire; StatusQueued: the first waiter's lease left
 	Value    string        // StatusHeld: the holder's token (acquire) or the key's value (inspect)
 	Fence    int64         // a fenced acquire's grant: the node's new fence counter
 	RunID    string        // acquire: the run_id of the server that answered, when known (internal/nodeio learns it)
