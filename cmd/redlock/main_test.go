@@ -620,7 +620,9 @@ func TestExecSemaphore(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"DIR=" + dir}
 	script := func(who string) string {
-		return fmt.Sprintf(`echo "$REDLOCK_KEY" > "$DIR/%[1]s"; while [ ! -e "$DIR/%[1]s.stop" ]; do sleep 0.02; done`, who)
+		// Written whole, then renamed: waitFile sees the file only once its
+		// content is there (a plain > creates it empty first).
+		return fmt.Sprintf(`echo "$REDLOCK_KEY" > "$DIR/%[1]s.tmp" && mv "$DIR/%[1]s.tmp" "$DIR/%[1]s"; while [ ! -e "$DIR/%[1]s.stop" ]; do sleep 0.02; done`, who)
 	}
 	began := time.Now()
 	var cmds []*exec.Cmd
