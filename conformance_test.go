@@ -90,6 +90,17 @@ func conformance() map[string][]step {
 		return wire.NewOp(wire.OpAcquirePlain, key, token, value, ttl)
 	}
 	inspect := func(key string) step { return do(wire.NewOp(wire.OpInspect, key, "", "", 0)) }
+	setQueue := func(k1, k2, id string, ticket int64, quiet bool) *wire.Op {
+		return withKeys(queue(k1, id, ticket, quiet), k1, k2)
+	}
+	setAcq := func(k1, k2, token, id string, ticket int64) *wire.Op {
+		o := withKeys(acq(k1, token), k1, k2)
+		if id != "" {
+			o = withPlace(o, id, ticket, lease)
+		}
+		return o
+	}
+	setAcqOp := func(k1, k2, token, id string, ticket int64) *wire.Op { return setAcq(k1, k2, token, id, ticket) }
 	const p = 1150000000000063 // a proposal: ≡ 63 (mod 64), as a Client's
 	m1, m2, m3 := k("m")+"a", k("m")+"b", k("m")+"c"
 	return map[string][]step{
@@ -115,8 +126,8 @@ func conformance() map[string][]step {
 			do(queue(k("p"), "c2.1", 200, true)), raw("EXISTS", k("p")), // the last place leaves: deleted
 			do(queue(k("pl"), "c1.1", 100, false)), raw("GET", k("pl")), // a look finds it free: reserved
 			do(withMode(acq(k("pl"), "r1"), wire.ModeRead)), fenced(k("pl"), "t5", p, 0), // both refused by the queue
-			do(withKeys(acq(k("pl"), "t6"), k("pl"))), raw("GET", k("pl")), // a set ignores queues, and takes it
-			do(withKeys(rel(k("pl"), "t6", 0), k("pl"))), raw("GET", k("pl")), // its release reserves it again
+			do(withKeys(acq(k("pl"), "t6"), k("pl"))), raw("GET", k("pl")), // a set is refused by the queue too
+			do(withKeys(rel(k("pl"), "t6", 0), k("pl"))), raw("GET", k("pl")), // not its: absent, still reserved
 			do(wire.NewFenceWrite(k("pl"), nil, "t6", p)),
 			do(withPlace(withMode(acq(k("pl"), "w1"), wire.ModeWrite), "c1.1", 100, lease)),
 			do(withMode(rel(k("pl"), "w1", 0), wire.ModeWrite)), raw("EXISTS", k("pl")), // no queue left: deleted
@@ -164,13 +175,37 @@ func conformance() map[string][]step {
 			raw("SET", m1, "t9"), do(withKeys(rel(m3, "t3", 0), m1, m3, m3+"x")),
 		},
 		"multi-key and queues": {
-			do(queue(m1+"q", "c1.1", 100, false)), do(withKeys(acq(m1+"q", "t1"), m1+"q", m2+"q")), // sets do not queue
+			do(queue(m1+"q", "c1.1", 100, false)), do(withKeys(acq(m1+"q", "t1"), m1+"q", m2+"q")), // refused: c1.1 waits first
 			do(queue(m2+"q", "c2.1", 200, false)), do(withKeys(acq(m2+"q", "t2"), m2+"q", m3+"q")),
 			do(withKeys(wire.NewOp(wire.OpExtend, m1+"q", "t1", "", ttl), m1+"q", m2+"q", m3+"q")), // a key absent
-			do(withKeys(rel(m1+"q", "t1", 0), m1+"q", m2+"q")),                                     // wakes c1.1 and c2.1
+			do(withKeys(rel(m1+"q", "t1", 0), m1+"q", m2+"q")),                                     // not its: absent
 			do(withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m1+"q", "t3", "t3", ttl), p), m1+"q", m2+"q")),
 			raw("SET", m3+"f:fence", "x"),
 			step{o: withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m3+"f", "t4", "t4", ttl), p), m3+"f", m3+"g"), node: 1},
+		},
+		"multi-key queued": {
+			do(queue(m1+"w", "c1.1", 100, false)),            // a one-key waiter, first on m1w
+			do(setQueue(m1+"w", m2+"w", "s2.1", 200, false)), // a set joins both queues: first on m2w only
+			do(setAcq(m1+"w", m2+"w", "t2", "s2.1", 200)),    // refused by c1.1; both keys kept reserved
+			raw("GET", m1+"w"), raw("PTTL", m2+"w"),
+			do(withPlace(acq(m1+"w", "t1"), "c1.1", 100, lease)), // c1.1 takes m1w
+			do(setAcq(m1+"w", m2+"w", "t2", "s2.1", 200)),        // refused: m1w held; its places refreshed
+			do(rel(m1+"w", "t1", 0)),                             // wakes s2.1, now first on m1w
+			do(setQueue(m1+"w", m2+"w", "s2.1", 200, false)),     // first on both, both free
+			do(setAcq(m1+"w", m2+"w", "t2", "s2.1", 200)),        // granted: out of both queues
+			raw("EXISTS", m1+"w:queue", m2+"w:queue"),
+			do(setQueue(m1+"w", m2+"w", "s3.1", 300, false)),   // another set: the keys are held
+			do(setAcq(m1+"w", m2+"w", "t3", "", 0)),            // unqueued: refused by the holder
+			do(withKeys(rel(m1+"w", "t2", 0), m1+"w", m2+"w")), // wakes s3.1 on each key, reserves both
+			raw("GET", m2+"w"),
+			do(queue(m2+"w", "c4.1", 400, false)),           // behind s3.1
+			do(setQueue(m1+"w", m2+"w", "s3.1", 300, true)), // s3.1 leaves: m1w deleted, m2w's new first woken
+			raw("EXISTS", m1+"w"), raw("GET", m2+"w"),
+			do(setQueue(m1+"w", m2+"w", "s5.1", 500, false)), // behind c4.1 on m2w
+			step{o: withPlace(withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m1+"w", "t5", "t5", ttl), p), m1+"w", m2+"w"), "s5.1", 500, lease), node: 2},
+			do(queue(m2+"w", "c4.1", 400, true)), // wakes s5.1
+			step{o: withPlace(withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m1+"w", "t5", "t5", ttl), p), m1+"w", m2+"w"), "s5.1", 500, lease), node: 2},
+			raw("GET", m2+"w:fence"), do(withKeys(setAcqOp(m1+"w", m2+"w", "t5", "s5.1", 500), m1+"w", m2+"w")), // re-entry
 		},
 		"read-write": {
 			do(withMode(acq(k("rw"), "r1"), wire.ModeRead)), do(withMode(acq(k("rw"), "r1"), wire.ModeRead)),

@@ -59,7 +59,7 @@ type waitQueue struct {
 // waiter is one waiting Lock call.
 type waiter struct {
 	wire.Place
-	rkey  string
+	t     target                             // what it waits for: its place is in each of its keys' queues
 	wake  chan struct{}                      // buffered: a wake is kept until the waiter looks
 	judge func(int, wire.Result) wire.Result // counts a poll's reply for, if w is first and the key free
 	free  int                                // nodes its last look found it first on, with the key free
@@ -116,21 +116,24 @@ func (h *handoff) awaitSubscribed(ctx context.Context, d time.Duration) {
 // wakeInfix follows the key prefix in the name of a Client's wake channel.
 const wakeInfix = "wake:"
 
-// busy reports whether Lock calls for rkey should queue before trying:
-// others of this Client wait for it, or its last release found a queue.
-func (h *handoff) busy(rkey string) bool {
+// busy reports whether Lock calls for t should queue before trying:
+// others of this Client wait for one of its keys, or the key's last
+// release found a queue.
+func (h *handoff) busy(t target) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	q := h.queues[rkey]
-	if q == nil {
-		return false
-	}
-	return len(q.waiters) > 0 || time.Now().Before(q.contended)
+	busy := false
+	t.eachQueueKey(func(rkey string) {
+		if q := h.queues[rkey]; q != nil && (len(q.waiters) > 0 || time.Now().Before(q.contended)) {
+			busy = true
+		}
+	})
+	return busy
 }
 
-// join registers a new waiter for rkey, with a ticket above every ticket
+// join registers a new waiter for t, with a ticket above every ticket
 // this Client issued before, and starts the subscriptions on first use.
-func (h *handoff) join(rkey string) *waiter {
+func (h *handoff) join(t target) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.started {
@@ -143,9 +146,9 @@ func (h *handoff) join(rkey string) *waiter {
 	h.last = max(time.Now().UnixMicro(), h.last+1)
 	h.seq++
 	id := h.id + "." + strconv.Itoa(h.seq)
-	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, rkey: rkey, wake: make(chan struct{}, 1)}
+	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
 	w.judge = w.judgeReply
-	h.queue(rkey).waiters[w.ID] = w
+	t.eachQueueKey(func(rkey string) { h.queue(rkey).waiters[w.ID] = w })
 	return w
 }
 
@@ -160,13 +163,15 @@ func (h *handoff) queue(rkey string) *waitQueue {
 }
 
 // leave unregisters w.
-func (h *handoff) leave(rkey string, w *waiter) {
+func (h *handoff) leave(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if q := h.queues[rkey]; q != nil {
-		delete(q.waiters, w.ID)
-		h.forget(rkey, q)
-	}
+	w.t.eachQueueKey(func(rkey string) {
+		if q := h.queues[rkey]; q != nil {
+			delete(q.waiters, w.ID)
+			h.forget(rkey, q)
+		}
+	})
 }
 
 // forget drops rkey's queue when nothing in it matters any more; callers

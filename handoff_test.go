@@ -35,7 +35,7 @@ func expectHandoff(t *testing.T, holder, waiter *Client, how string) {
 		got <- err
 	}()
 	synctest.Wait() // the waiter has failed once and waits
-	require.True(t, waiter.hand.busy(waiter.redisKey("k")), "the waiter is not queued")
+	require.True(t, waiter.hand.busy(waiter.target("k")), "the waiter is not queued")
 	start := time.Now()
 	require.NoError(t, l.Unlock(t.Context()))
 	require.NoError(t, <-got)
@@ -328,8 +328,8 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestClient(t, newFakeNodes(5))
 		const rkey = "redlock:{k}"
-		w := c.hand.join(rkey)
-		defer c.hand.leave(rkey, w)
+		w := c.hand.join(c.target("k"))
+		defer c.hand.leave(w)
 		notice := func(token, head string) { c.hand.notice("", rkey+"\x00"+token+"\x00"+head) }
 		for i := range 200 {
 			ours, theirs := fmt.Sprintf("ours%d", i), fmt.Sprintf("theirs%d", i)

@@ -188,7 +188,7 @@ func TestClose(t *testing.T) {
 			waiting <- err
 		}()
 		synctest.Wait()
-		require.True(t, c.hand.busy(c.redisKey("a")), "the Lock is not waiting")
+		require.True(t, c.hand.busy(c.target("a")), "the Lock is not waiting")
 		require.NoError(t, c.Close(t.Context()))
 		err = <-waiting
 		require.ErrorIs(t, err, ErrClosed, "waiting Lock")

@@ -21,9 +21,12 @@ import (
 //
 // Callers never wait for each other holding part of a set (no key is ever
 // held while waiting for another), so overlapping sets cannot deadlock. A
-// multi-key Lock is not queued: it ignores the keys' wait queues and retries
-// as the retry strategy says, never later than the holder's keys run out;
-// releases of the keys do not wake it.
+// multi-key Lock that has to wait takes one place (one ticket) in the wait
+// queue of every one of its keys, as a one-key Lock does in its key's: it
+// attempts once it is first on all of them, a release of any of its keys
+// wakes it, and sets and one-key Locks whose keys overlap are served in
+// the order they queued. An attempt that is not queued (TryLock, a Lock's
+// first) is refused where a key's queue has a live first waiter.
 type MultiLock struct {
 	c  *Client
 	t  target
@@ -130,20 +133,16 @@ func (m *MultiLock) TryLock(ctx context.Context) (*Lock, error) {
 	return m.c.tryLock(ctx, m.t, &m.lc)
 }
 
-// Lock locks every key, waiting as long as ctx allows: after a refused
-// attempt it waits as the retry strategy says (by default a random 10–200
-// ms), never longer than the holder's keys have left. Errors are those of
-// [Client.Lock].
+// Lock locks every key, waiting as long as ctx allows, in the wait queue of
+// every key as [Client.Lock] waits in its key's. Errors are those of
+// Client.Lock.
 func (m *MultiLock) Lock(ctx context.Context) (*Lock, error) {
 	lc := m.lc
 	return m.lock(ctx, &lc)
 }
 
 func (m *MultiLock) lock(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	if m.t.rkeys == nil {
-		return m.c.lockQueued(ctx, m.t, lc)
-	}
-	return m.c.lockUnqueued(ctx, m.t, lc)
+	return m.c.lockQueued(ctx, m.t, lc)
 }
 
 // Do locks every key (waiting as Lock does), runs fn while the lock is

@@ -17,21 +17,28 @@ import (
 )
 
 // recorder is an Observer that keeps every event.
-type recorder struct {
-	mu     sync.Mutex
-	events []Event
+type recorder struct{ events syncList[Event] }
+
+func (r *recorder) Observe(e Event) { r.events.add(e) }
+
+func (r *recorder) snapshot() []Event { return r.events.get() }
+
+// syncList is a list that goroutines append to.
+type syncList[T any] struct {
+	mu    sync.Mutex
+	items []T
 }
 
-func (r *recorder) Observe(e Event) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, e)
+func (l *syncList[T]) add(x T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = append(l.items, x)
 }
 
-func (r *recorder) snapshot() []Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.events)
+func (l *syncList[T]) get() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.items)
 }
 
 func (r *recorder) kinds() []EventKind {

@@ -93,13 +93,15 @@ func jitter(lo, hi time.Duration) time.Duration {
 // nobody holds the lock: a split vote between contenders, or keys on their
 // way out. Then waiting for a release notice would wait for nothing, so the
 // answer is a random delay of up to two rounds, which parts the
-// contenders. Not so for a multi-key set (set) refused by more than one
-// token: each node names the holder of one of its keys, and the holders of
-// different keys need not hold a majority each to hold them all (a key
-// held on a bare majority names another key's holder on the other nodes).
-// The keys named are gone at the latest when the longest PTTL among them
-// runs out: look again then (others may be held longer; the next refusal
-// names them). With too many nodes failing there is no bound: the retry
+// contenders. A multi-key set (set) refused by more than one token
+// differs: each node names the holder of one of its keys, and with nodes
+// silent the holders of different keys need not show a majority each to
+// hold them all (a holder's majority may include the silent nodes). The
+// keys of the holders that can hold a majority, counting the silent
+// nodes, are gone at the latest when the longest PTTL among them runs out:
+// look again then (others may be held longer; the next refusal names
+// them). Where no holder can, nobody holds the set's keys: a split vote,
+// as for one key. With too many nodes failing there is no bound: the retry
 // strategy decides.
 func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duration {
 	type holder struct {
@@ -136,13 +138,19 @@ func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duratio
 	}
 	if set && len(holders) > 1 {
 		var longest time.Duration
+		silent := len(r.results) - answered
 		for _, h := range holders {
-			if h.noTTL {
+			switch {
+			case h.n+silent < quorum: // holds no majority
+			case h.noTTL:
 				return 0
+			default:
+				longest = max(longest, h.pttl+time.Millisecond)
 			}
-			longest = max(longest, h.pttl)
 		}
-		return longest + time.Millisecond
+		if longest > 0 {
+			return longest
+		}
 	}
 	if answered >= quorum {
 		return jitter(time.Microsecond, 2*round+time.Microsecond)

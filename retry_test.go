@@ -250,8 +250,12 @@ func TestRetryAfter(t *testing.T) {
 		{"holder without TTL", []wire.Result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
 		{"split vote", []wire.Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
 		{"majority down", []wire.Result{held("A", time.Minute), ok, down, down, down}, 0, 0},
-		{"a set's keys held by two holders", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
-		{"a set's keys held by two holders, one without TTL", []wire.Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), ok}, 0, 0},
+		// A node silent: each holder may hold its key on a majority.
+		{"a set's keys held by two holders", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), down}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		{"a set's keys held by two holders, one without TTL", []wire.Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), down}, 0, 0},
+		{"a set's keys held by one possible holder", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), ok, down}, time.Second + time.Millisecond, time.Second + time.Millisecond},
+		// Every node answered: neither holder can hold a majority.
+		{"a set's split vote", []wire.Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := retryHint(&round{results: tc.results}, c.quorum(), rt, strings.HasPrefix(tc.name, "a set"))

@@ -71,40 +71,51 @@ func (s *simRun) at(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(s.be
 // in a key's queue before B did, and B got the key first, with no fault
 // under way from A's place to B's lock, nor a restart guard refusing grants
 // (a fault may cost a waiter its place: docs/design.md; a guard, its
-// attempt, and with it its place where it was granted). Callers hold s.mu.
+// attempt, and with it its place where it was granted). A set's place is
+// in each of its keys' queues, so two calls whose keys overlap are served
+// in the order they queued. Callers hold s.mu.
 func (s *simRun) outOfOrder() []string {
 	var v []string
 	for _, a := range s.served {
 		for _, b := range s.served {
-			if a.key == b.key && a.queued.Before(b.queued) && b.took.Before(a.took) && !a.guarded && s.calmBetween(a.queued, b.took) {
-				v = append(v, fmt.Sprintf("key %s: %s's waiter queued at %s got it at %s, after %s's queued at %s got it at %s", a.key, a.client, s.at(a.queued), s.at(a.took), b.client, s.at(b.queued), s.at(b.took)))
+			if overlap(a.keys, b.keys) && a.queued.Before(b.queued) && b.took.Before(a.took) && !a.guarded && s.calmBetween(a.queued, b.took) {
+				v = append(v, fmt.Sprintf("keys %v and %v: %s's waiter queued at %s got %v at %s, after %s's queued at %s got %v at %s", a.keys, b.keys, a.client, s.at(a.queued), a.keys, s.at(a.took), b.client, s.at(b.queued), b.keys, s.at(b.took)))
 			}
 		}
 	}
 	return v
 }
 
+// overlap reports whether a and b share a key.
+func overlap(a, b []string) bool {
+	return slices.ContainsFunc(a, func(k string) bool { return slices.Contains(b, k) })
+}
+
 // jumped lists acquisitions at an unqueued attempt (a Lock's first, a
-// TryLock: the plain SET NX) of a key that a Lock call had been waiting
-// for since well before the attempt started (its place had reached every
-// node: two node timeouts), and went on waiting for, with no fault under
-// way: the reservation of a free key for its queue (wire.Reserved) keeps
-// such attempts out. Not counted: re-entry (the key was held, by the
-// acquirer itself, when it was granted), a restart guard's refusals, and
-// a key left to expire (a cooldown's, a holding that ended unreleased)
-// shortly before: it is free without a reservation until a waiter's next
-// look, within the retry strategy's longest delay (200 ms). Callers hold
-// s.mu.
+// TryLock: the plain SET NX, or a set's script, which reads every key's
+// queue) of a key that a Lock call had been waiting for since well before
+// the attempt started (its place had reached every node: two node
+// timeouts), and went on waiting for, with no fault under way: the
+// reservation of a free key for its queue (wire.Reserved) keeps such
+// attempts out. Not counted: re-entry (the key was held, by the acquirer
+// itself, when it was granted), a restart guard's refusals, and a key left
+// to expire (a cooldown's, a holding that ended unreleased) shortly
+// before: it is free without a reservation until a waiter's next look,
+// within the retry strategy's longest delay (200 ms). Callers hold s.mu.
 func (s *simRun) jumped() []string {
 	var v []string
 	settle := s.ttl / 10
 	for _, b := range s.direct {
-		if !slices.Contains(simKeys, b.key) || s.heldAt(b.key, b.took) || s.expiredNear(b.key, b.queued.Add(-settle-200*time.Millisecond), b.took) {
-			continue
-		}
-		for _, w := range s.waits {
-			if w.key == b.key && w.from.Add(settle).Before(b.queued) && w.to.After(b.took) && !w.guarded && s.calmBetween(w.from, b.took) {
-				v = append(v, fmt.Sprintf("key %s: %s took it at an unqueued attempt %s–%s, while %s had waited since %s (until %s)", b.key, b.client, s.at(b.queued), s.at(b.took), w.who, s.at(w.from), s.at(w.to)))
+		for _, k := range b.keys {
+			if !slices.Contains(simKeys, k) || s.heldAt(k, b.took) || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took) {
+				continue
+			}
+			i := slices.IndexFunc(s.waits, func(w simWait) bool {
+				return slices.Contains(w.keys, k) && w.from.Add(settle).Before(b.queued) && w.to.After(b.took) && !w.guarded && s.calmBetween(w.from, b.took)
+			})
+			if i >= 0 {
+				w := s.waits[i]
+				v = append(v, fmt.Sprintf("key %s: %s took %v at an unqueued attempt %s–%s, while %s had waited for %v since %s (until %s)", k, b.client, b.keys, s.at(b.queued), s.at(b.took), w.who, w.keys, s.at(w.from), s.at(w.to)))
 				break
 			}
 		}
@@ -149,21 +160,19 @@ func (s *simRun) unreached() []string {
 	return v
 }
 
-// starved lists Lock calls that waited in vain while nobody held the key:
-// with no fault under way, a wait longer than a TTL and a waiter lease (a
-// lock given up unreleased lasts a TTL; a place nobody took out, a lease)
-// must see the key held at some point, or it was stuck. Callers hold s.mu.
+// starved lists Lock calls that waited in vain while nobody held their
+// keys: with no fault under way, a wait longer than a TTL and a waiter
+// lease (a lock given up unreleased lasts a TTL; a place nobody took out,
+// a lease) must see a key of its own occupied at some point (see
+// occupied), or it was stuck. Callers hold s.mu.
 func (s *simRun) starved() []string {
 	var v []string
 	for _, w := range s.waits {
 		if !w.failed || w.guarded || w.to.Sub(w.from) <= s.ttl+defaultWaiterLease || !s.calmBetween(w.from, w.to) {
 			continue
 		}
-		held := slices.ContainsFunc(s.holdings, func(h simHolding) bool {
-			return slices.Contains(h.keys, w.key) && h.from.Before(w.to) && !h.to.Before(w.from)
-		})
-		if !held {
-			v = append(v, fmt.Sprintf("key %s: %s waited %s–%s, and nobody held it", w.key, w.who, s.at(w.from), s.at(w.to)))
+		if gaps := s.freeGaps(w, w.to); len(gaps) == 1 && gaps[0].from.Equal(w.from) && gaps[0].to.Equal(w.to) {
+			v = append(v, fmt.Sprintf("keys %v: %s waited %s–%s, and nobody held them", w.keys, w.who, s.at(w.from), s.at(w.to)))
 		}
 	}
 	return v
@@ -187,11 +196,12 @@ func (s *simRun) handOffBound(after *simHolding) time.Duration {
 }
 
 // slowHandOffs lists Lock calls that, with no fault under way from a
-// waiter lease before their call to their return, saw their key free for
+// waiter lease before their call to their return, saw their keys free for
 // longer than the hand-off bound: a wait lasts only as long as other
-// holders hold the key, plus a bound per hand-off. With the queue's order
-// (outOfOrder), a waiter with n waiters ahead of it is served within
-// their holdings plus n+1 bounds. Callers hold s.mu.
+// holders hold a key of its own, or a set that queued before it waits for
+// another of its keys (occupied), plus a bound per hand-off. With the
+// queue's order (outOfOrder), a waiter with n waiters ahead of it is served
+// within their holdings plus n+1 bounds. Callers hold s.mu.
 func (s *simRun) slowHandOffs() []string {
 	var v []string
 	for _, w := range s.waits {
@@ -199,52 +209,95 @@ func (s *simRun) slowHandOffs() []string {
 		if w.guarded || !s.calmBetween(w.from.Add(-defaultWaiterLease), to) {
 			continue
 		}
-		for _, g := range s.freeGaps(w.key, w.from, to) {
+		for _, g := range s.freeGaps(w, to) {
 			if bound := s.handOffBound(g.after); g.to.Sub(g.from) > bound {
-				v = append(v, fmt.Sprintf("key %s: %s waited %s–%s, and nobody held it %s–%s (bound %v)", w.key, w.who, s.at(w.from), s.at(w.to), s.at(g.from), s.at(g.to), bound))
+				v = append(v, fmt.Sprintf("keys %v: %s waited %s–%s, and nobody held them %s–%s (bound %v)", w.keys, w.who, s.at(w.from), s.at(w.to), s.at(g.from), s.at(g.to), bound))
 			}
 		}
 	}
 	return v
 }
 
-// simGap is a stretch of time in which nobody held a key, and the holding
-// that ended when it began (nil if none did).
+// simGap is a stretch of time in which a key was free (or, for a stretch
+// in which a key was occupied, whose end began the gap after it), and the
+// holding that ended when it began (nil if none did).
 type simGap struct {
 	from, to time.Time
 	after    *simHolding
 }
 
-// freeGaps returns the stretches of [from, to] that no holding of key
-// covers; callers hold s.mu.
-func (s *simRun) freeGaps(key string, from, to time.Time) []simGap {
-	var hs []*simHolding
-	var before *simHolding // the last to end before from
-	for i := range s.holdings {
-		h := &s.holdings[i]
-		switch {
-		case !slices.Contains(h.keys, key) || !h.from.Before(h.keptUntil()):
-		case h.from.Before(to) && h.keptUntil().After(from):
-			hs = append(hs, h)
-		case !h.keptUntil().After(from) && (before == nil || h.keptUntil().After(before.keptUntil())):
-			before = h
+// freeGaps returns the stretches of [w.from, to] in which none of w's keys
+// was occupied; callers hold s.mu.
+func (s *simRun) freeGaps(w simWait, to time.Time) []simGap {
+	var occ []simGap
+	var before *simHolding // the last holding of its keys to end before w.from
+	for _, k := range w.keys {
+		for _, o := range s.occupied(k, w.from, 0) {
+			switch {
+			case o.from.Before(to) && o.to.After(w.from):
+				occ = append(occ, o)
+			case !o.to.After(w.from) && o.after != nil && (before == nil || o.to.After(before.keptUntil())):
+				before = o.after
+			}
 		}
 	}
-	slices.SortFunc(hs, func(a, b *simHolding) int { return a.from.Compare(b.from) })
+	slices.SortFunc(occ, func(a, b simGap) int { return a.from.Compare(b.from) })
 	var gaps []simGap
-	g := simGap{from: from, after: before} // the gap being measured
-	for _, h := range hs {
-		if h.from.After(g.from) {
-			gaps = append(gaps, simGap{g.from, h.from, g.after})
+	g := simGap{from: w.from, after: before} // the gap being measured
+	for _, o := range occ {
+		if o.from.After(g.from) {
+			gaps = append(gaps, simGap{g.from, o.from, g.after})
 		}
-		if h.keptUntil().After(g.from) {
-			g.from, g.after = h.keptUntil(), h
+		if o.to.After(g.from) {
+			g.from, g.after = o.to, o.after
 		}
 	}
 	if to.After(g.from) {
 		gaps = append(gaps, simGap{g.from, to, g.after})
 	}
 	return gaps
+}
+
+// occupied returns the stretches in which key was occupied, each with the
+// holding whose end ended it: held (to when its holder gave it up), or
+// kept for a set whose Lock call began by `before` and that waited for
+// key and for another key occupied meanwhile (a set is first in each of
+// its keys' queues, and a free key stays Reserved for it while it waits
+// for the others). depth bounds the chain of such sets.
+func (s *simRun) occupied(key string, before time.Time, depth int) []simGap {
+	var occ []simGap
+	for i := range s.holdings {
+		h := &s.holdings[i]
+		if slices.Contains(h.keys, key) && h.from.Before(h.keptUntil()) {
+			occ = append(occ, simGap{h.from, h.keptUntil(), h})
+		}
+	}
+	if depth == 3 {
+		return occ
+	}
+	for _, w := range s.waits {
+		if len(w.keys) < 2 || !slices.Contains(w.keys, key) || w.from.After(before) {
+			continue
+		}
+		for _, k := range w.keys {
+			if k == key {
+				continue
+			}
+			for _, o := range s.occupied(k, w.from, depth+1) {
+				if from, to := latest(o.from, w.from), earliest(o.to, w.to); from.Before(to) {
+					occ = append(occ, simGap{from, to, o.after})
+				}
+			}
+		}
+	}
+	return occ
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // staleReads lists Election.Leader answers that contradict the

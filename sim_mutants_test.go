@@ -123,6 +123,8 @@ var mutants = []mutant{
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"local refused, again = free()", "local refused, again = nil, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
+	scriptMutant("the set's queue gate skipped: a set takes free keys whoever waits first", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
+		"if hs[i] and hs[i] ~= id and not refused then refused = {-1 - lefts[i], '', hs[i]} end", ""),
 	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
 		"local v = redis.call('GET', KEYS[1])\nif v and string.byte(v) ~= 0 then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }

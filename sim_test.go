@@ -135,10 +135,11 @@ func (h *simHolding) keptUntil() time.Time {
 	return h.to
 }
 
-// simWait is a Lock call on one key: from its call to its return, and
-// whether it failed.
+// simWait is a Lock call on one key, or on a set: from its call to its
+// return, and whether it failed.
 type simWait struct {
-	key, who string
+	keys     []string
+	who      string
 	from, to time.Time
 	failed   bool
 	// guarded: some Client's restart guard refused a node's grants while
@@ -167,9 +168,11 @@ type simSeen struct {
 	term, seq uint64
 }
 
-// simServed is a Lock call that waited in a key's queue and got the lock.
+// simServed is a Lock call that waited in its keys' queues and got the
+// lock.
 type simServed struct {
-	key, client  string
+	keys         []string
+	client       string
 	queued, took time.Time
 	guarded      bool // a restart guard refused grants meanwhile (see simWait)
 }
@@ -183,10 +186,11 @@ func (s *simRun) observe(c string) Observer {
 			now := time.Now()
 			guarded := !e.Queued.IsZero() && s.guardedSince(e.Queued)
 			s.mu.Lock()
+			keys := strings.Fields(e.Key) // the simulator's keys hold no space
 			if !e.Queued.IsZero() {
-				s.served = append(s.served, simServed{key: e.Key, client: c, queued: e.Queued, took: now, guarded: guarded})
+				s.served = append(s.served, simServed{keys: keys, client: c, queued: e.Queued, took: now, guarded: guarded})
 			} else {
-				s.direct = append(s.direct, simServed{key: e.Key, client: c, queued: now.Add(-e.Duration), took: now})
+				s.direct = append(s.direct, simServed{keys: keys, client: c, queued: now.Add(-e.Duration), took: now})
 			}
 			s.mu.Unlock()
 		}

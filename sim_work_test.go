@@ -42,9 +42,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		case 3, 4:
 			from := time.Now()
 			l, err := c.Lock(ctx, key, opts...)
-			s.mu.Lock()
-			s.waits = append(s.waits, simWait{key: key, who: who, from: from, to: time.Now(), failed: err != nil, guarded: s.guardedSince(from)})
-			s.mu.Unlock()
+			s.noteWait([]string{key}, who, from, err)
 			if err == nil && rng.IntN(4) == 0 { // the holder re-enters: the same token, the TTL refreshed
 				if again, err := c.TryLock(ctx, key, append(opts, WithToken(l.Token()))...); err == nil {
 					got(who+"(again)", again, nil, false)
@@ -55,7 +53,9 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		case 5:
 			other := simKeys[(slices.Index(simKeys, key)+1+rng.IntN(len(simKeys)-1))%len(simKeys)]
 			if m, err := c.MultiLock([]string{key, other}, opts...); err == nil {
+				from := time.Now()
 				l, err := m.Lock(ctx)
+				s.noteWait([]string{key, other}, who+"(set)", from, err)
 				got(who+"(set)", l, err, false)
 			}
 		case 6:
@@ -85,6 +85,14 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		}
 		cancel()
 	}
+}
+
+// noteWait records a Lock call on keys from from to now, failed or not.
+func (s *simRun) noteWait(keys []string, who string, from time.Time, err error) {
+	guarded := s.guardedSince(from)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waits = append(s.waits, simWait{keys: keys, who: who, from: from, to: time.Now(), failed: err != nil, guarded: guarded})
 }
 
 // lead campaigns in the run's election for as long as ctx allows, and

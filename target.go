@@ -44,6 +44,19 @@ func (t *target) multiKey() bool { return t.mode == wire.ModeSet }
 // token: not a reader's, which holds no key.
 func (t *target) takesFence() bool { return t.mode != wire.ModeRead }
 
+// eachQueueKey calls f with each Redis key in whose wait queue a waiter
+// for the target takes its place: a set's waiter has one place (one ID,
+// one ticket) in every key's queue.
+func (t *target) eachQueueKey(f func(rkey string)) {
+	if t.multiKey() {
+		for _, k := range t.rkeys {
+			f(k)
+		}
+		return
+	}
+	f(t.rkey)
+}
+
 // eachHeldKey calls f with each Redis key a holder of the target holds,
 // whose wait queue its release hands over: none for a reader.
 func (t *target) eachHeldKey(f func(rkey string)) {

@@ -83,20 +83,20 @@ type waitLoop struct {
 // queueAtOnce queues before the first try when others are known to wait
 // for the key (unless the strategy says not to wait at all).
 func (s *waitLoop) queueAtOnce() bool {
-	if !s.c.hand.busy(s.t.rkey) {
+	if !s.c.hand.busy(s.t) {
 		return false
 	}
 	if _, ok := s.lc.retry(1); !ok {
 		return false
 	}
-	s.w = s.c.hand.join(s.t.rkey)
+	s.w = s.c.hand.join(s.t)
 	return true
 }
 
 // forgetPlace drops our place from the Client's waiters of the key.
 func (s *waitLoop) forgetPlace() {
 	if s.w != nil {
-		s.c.hand.leave(s.t.rkey, s.w)
+		s.c.hand.leave(s.w)
 	}
 }
 
@@ -104,17 +104,26 @@ func (s *waitLoop) forgetPlace() {
 // last failure, with cause.
 func (s *waitLoop) giveUp(cause error) (ended bool) {
 	if s.w != nil {
-		s.c.leaveOn(s.ctx, s.c.nodes, &s.w.Place, s.t.rkey, s.lc.ttl)
+		s.c.leaveOn(s.ctx, s.c.nodes, s.t, &s.w.Place, s.lc.ttl)
 	}
 	s.err = s.last.lockError(s.c, s.t.key, s.ctx, cause)
 	return true
 }
 
-// leaveOn takes the place p out of rkey's queue on nodes, in the background.
-func (c *Client) leaveOn(ctx context.Context, nodes []node, p *wire.Place, rkey string, ttl time.Duration) {
+// leaveOn takes the place p out of the queues of t's keys on nodes, in
+// the background.
+func (c *Client) leaveOn(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
 	if len(nodes) > 0 {
-		c.sendDetached(ctx, &wire.Op{Kind: wire.OpQueue, Key: rkey, Place: p, Quiet: true, Wake: c.hand.wakeArg}, nodes, ttl)
+		c.sendDetached(ctx, c.queueOp(t, p, true), nodes, ttl)
 	}
+}
+
+// queueOp prepares a look at the queues of t's keys for the place p, or
+// with quiet, p's leaving them.
+func (c *Client) queueOp(t target, p *wire.Place, quiet bool) *wire.Op {
+	o := t.op(wire.OpQueue, "", "", 0)
+	o.Place, o.Quiet, o.Wake = p, quiet, c.hand.wakeArg
+	return o
 }
 
 // lookAtQueue looks at the queue, and reports whether the Lock is first
@@ -168,7 +177,7 @@ func (s *waitLoop) tryOnce() (again, ended bool) {
 		return false, true
 	}
 	s.asked = true
-	s.w = s.c.hand.join(s.t.rkey)
+	s.w = s.c.hand.join(s.t)
 	f = s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.r == nil && f.cause == nil {
 		return true, false
@@ -339,7 +348,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 		return tryFailure{cause: err}
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
-	o := &wire.Op{Kind: wire.OpQueue, Key: w.rkey, Place: &w.Place, Wake: c.hand.wakeArg}
+	o := c.queueOp(w.t, &w.Place, false)
 	sent := time.Now()
 	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge})
 	r.finish(&c.bg, nil)

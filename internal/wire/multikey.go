@@ -105,29 +105,41 @@ end
 `
 
 // acquireMultiSrc takes every key of a multi-key lock (KEYS) or none: it
-// sets them all only when no other token holds any. It ignores the keys'
-// wait queues: a multi-key lock is not queued (see MultiLock).
-// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms.
+// sets them all only when no other token holds any, and no key's wait
+// queue has a live first waiter but the caller (see gateAllLua).
+// ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4..6] the waiter
+// (ID, ticket, lease ms) as acquireSrc's; a caller not queued passes none.
 // Reply: 1 set; 2 every key was ours already (re-entry), all refreshed;
 // refused: acquireSrc's {−(PTTL + 1), holder's token} for the first key
-// held by another token.
-var acquireMultiSrc = multiLua + expireAtLua + `
-local refused, again = free()
-if refused then return refused end
-local at = expireAt(ARGV[3])
-for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PXAT', at) end
-if again then return 2 end
-return 1
-`
+// held by another token, or the queue's {−(lease left + 1), ”, first
+// waiter} for the first key whose queue has another first waiter.
+var acquireMultiSrc = acquireMultiScript(false)
 
 // acquireMultiFencedSrc is acquireMultiSrc that also hands out one fencing
 // token (see fenceLua) above every key's counter (k..":fence"), and sets
 // them all to it: a multi-key lock's token is larger than any handed out
 // before for any of its keys, alone or with others.
-// ARGV[1..6] as acquireFencedSrc's. Reply: as acquireFencedSrc's.
-var acquireMultiFencedSrc = multiLua + fenceLua + expireAtLua + `
-local refused, again = free()
-if refused then return refused end
+// ARGV[1..9] as acquireFencedSrc's. Reply: as acquireFencedSrc's.
+var acquireMultiFencedSrc = acquireMultiScript(true)
+
+// acquireMultiScript is the multi-key acquire, fenced or not. A queued
+// set's place is in every key's queue: one ID and one ticket, so that
+// every node orders it against every other waiter of each of its keys the
+// same way, and the lowest ticket is first on all of its keys (nobody
+// holds a key while waiting for another: no deadlock). Re-entry (every key
+// ours) skips the queues, as acquireSrc's does.
+func acquireMultiScript(fenced bool) string {
+	argv := 4
+	pre, grant := multiLua+expireAtLua, `
+local at = expireAt(ARGV[3])
+for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PXAT', at) end
+if again then return 2 end
+return 1
+`
+	if fenced {
+		argv = 7
+		pre += fenceLua
+		grant = `
 local counters = {}
 for i, k in ipairs(KEYS) do counters[i] = k .. ':fence' end
 local f = fence(counters)
@@ -140,8 +152,90 @@ end
 if again then return {2, f} end
 return {1, f}
 `
+	}
+	id, ticket, lease := placeArgv(argv)
+	return pre + `
+local refused, again = free()
+local queued = ` + ticket + ` ~= '0'
+if not queued and not refused and not again then
+	for _, k in ipairs(KEYS) do
+		if redis.call('EXISTS', k .. ':queue') == 1 then queued = true break end
+	end
+end
+if queued and not again then
+` + queueLua + gateAllLua + `
+	local r = gateAll(` + id + `, ` + ticket + `, ` + lease + `, refused)
+	if r then return r end
+elseif refused then
+	return refused
+end` + grant
+}
+
+// gateAllLua defines gateAll(id, ticket, lease, refused), the wait queues'
+// part of a multi-key acquire: a queued caller (ticket not '0') is put in
+// (or refreshed in) every key's queue first. It returns refused (another
+// token holds a key: free's refusal) if given, else the queue's refusal
+// for the first key whose first waiter is not the caller; then every free
+// key with a live first waiter is kept Reserved for it (see queueLua).
+// Otherwise it takes the caller's place out of every queue and returns
+// nil: the set may be granted.
+const gateAllLua = `
+local function gateAll(id, ticket, lease, refused)
+	local t = now()
+	local hs, lefts = {}, {}
+	for i, k in ipairs(KEYS) do
+		local q, l = qkeys(k)
+		if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
+		hs[i], lefts[i] = head(q, l, t)
+		if hs[i] and hs[i] ~= id and not refused then refused = {-1 - lefts[i], '', hs[i]} end
+	end
+	for i, k in ipairs(KEYS) do
+		if refused then
+			if hs[i] and keyFree(k) then reserve(lefts[i], k) end
+		else
+			local q, l = qkeys(k)
+			leave(q, l, id)
+		end
+	end
+	return refused
+end
+`
+
+// queueMultiSrc is queueSrc over every key of a set (KEYS): it joins or
+// refreshes the waiter's place in every key's queue, or with ticket 0
+// takes it out of each (waking the new first waiter of each key it was
+// first on, where the key is free), and keeps each free key with a live
+// first waiter Reserved for it.
+// ARGV as queueSrc's. Reply: as queueSrc's, over the set: {the waiter's
+// ID when it is first on every key, else the first waiter of the first
+// key (in KEYS order) it is not first on; that first waiter's lease left
+// ms; −2 when every key is free, else the longest PTTL of the keys held
+// (−1 if one has none)}.
+var queueMultiSrc = queueLua + `
+local t = now()
+local id, leaving = ARGV[1], ARGV[2] == '0'
+local first, left, pttl = id, 0, -2
+for _, k in ipairs(KEYS) do
+	local q, l = qkeys(k)
+	local was = head(q, l, t)
+	if leaving then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
+	local h, hl = head(q, l, t)
+	local p = redis.call('PTTL', k)
+	local reserved = p ~= -2 and keyFree(k)
+	if reserved then p = -2 end
+	if p == -2 and h then
+		reserve(hl, k)
+	elseif reserved and not h then
+		redis.call('DEL', k)
+	end
+	if leaving and was == id and h and p == -2 then wake(ARGV[4], h, id, k) end
+	if first == id then first, left = h or '', hl end
+	if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
+end
+return {first, left, pttl}
+`
 
 // setScripts are a multi-key lock's: its acquires, extend and release go
 // over every key of the op's Keys; its fence write-back is the mutex's,
 // which takes the keys it is given.
-var setScripts = scriptSet{OpAcquire: acquireMultiSrc, OpAcquireFenced: acquireMultiFencedSrc, OpExtend: extendMultiSrc, OpRelease: releaseMultiSrc}
+var setScripts = scriptSet{OpAcquire: acquireMultiSrc, OpAcquireFenced: acquireMultiFencedSrc, OpExtend: extendMultiSrc, OpRelease: releaseMultiSrc, OpQueue: queueMultiSrc}

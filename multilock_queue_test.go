@@ -1,0 +1,102 @@
+package redlock
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The multi-key lock's place in its keys' wait queues (issue 28).
+
+// TestMultiLockQueued: a set that waits for one of its keys takes its
+// place in every key's queue, so a one-key Lock of its other key that
+// comes later waits behind it although that key is free, and a set that
+// comes later still waits behind both; the release of the key held wakes
+// the set at that instant (the strategies wait an hour). Without the
+// set's place in the queues, the one-key Lock took the free key at once
+// and the set waited for it too.
+func TestMultiLockQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		a, b, c := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		ctx := t.Context()
+		held, err := a.Lock(ctx, "b", WithTTL(time.Minute))
+		require.NoError(t, err)
+
+		var order syncList[string] // who got a lock, in order
+		var wg sync.WaitGroup
+		hold := func(who string, l *Lock, err error) {
+			if err != nil {
+				t.Errorf("%s: %v", who, err)
+				return
+			}
+			order.add(who)
+			time.Sleep(10 * time.Millisecond)
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("%s: unlock: %v", who, err)
+			}
+		}
+		set, err := b.MultiLock([]string{"a", "b"}, waitHour)
+		require.NoError(t, err)
+		wg.Go(func() { l, err := set.Lock(ctx); hold("set a b", l, err) })
+		synctest.Wait() // the set waits for b, in both queues
+		time.Sleep(time.Millisecond)
+		wg.Go(func() { l, err := c.Lock(ctx, "a", waitHour); hold("a", l, err) })
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		later, err := c.MultiLock([]string{"c", "a"}, waitHour)
+		require.NoError(t, err)
+		wg.Go(func() { l, err := later.Lock(ctx); hold("set c a", l, err) })
+		synctest.Wait()
+		require.Empty(t, order.get(), "a free key went to a caller queued behind the set")
+
+		start := time.Now()
+		require.NoError(t, held.Unlock(ctx))
+		synctest.Wait()
+		require.Equal(t, []string{"set a b"}, order.get())
+		require.Zero(t, time.Since(start), "the set was not woken by the release")
+		wg.Wait()
+		require.Equal(t, []string{"set a b", "a", "set c a"}, order.get())
+	})
+}
+
+// TestMultiLockTryLockRespectsQueue: an unqueued attempt at a set (a
+// TryLock, a Lock's first) is refused where a key it wants has a live
+// first waiter, although every key is free: the key is kept for its
+// queue. Once the waiter has left, the set is granted.
+func TestMultiLockTryLockRespectsQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		a, b := newTestClient(t, fakes), newTestClient(t, fakes)
+		ctx := t.Context()
+		lc, err := b.callConfig("b", toLock, nil)
+		require.NoError(t, err)
+		w := b.hand.join(b.target("b"))
+		defer b.hand.leave(w)
+		f := b.pollQueue(ctx, &lc, w) // a place in b's queue on every node, the key free
+		require.Nil(t, f.r, "the waiter is first with the key free: it may attempt")
+		synctest.Wait()
+
+		set, err := a.MultiLock([]string{"a", "b"})
+		require.NoError(t, err)
+		_, err = set.TryLock(ctx)
+		require.ErrorIs(t, err, ErrNotObtained, "a set's TryLock took a key its first waiter is owed")
+		var qerr *QuorumError
+		require.ErrorAs(t, err, &qerr)
+		for _, n := range qerr.Nodes {
+			if !errors.Is(n.Err, errUndecided) {
+				require.ErrorIs(t, n.Err, ErrQueued, "node %s", n.Node)
+			}
+		}
+
+		b.leaveOn(ctx, b.nodes, w.t, &w.Place, lc.ttl)
+		synctest.Wait()
+		l, err := set.TryLock(ctx)
+		require.NoError(t, err, "the set, once the waiter left")
+		require.NoError(t, l.Unlock(ctx))
+	})
+}
