@@ -155,7 +155,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 		}
 	})
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Read: a.reader(), Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	if err := c.track(l); err != nil {
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -203,7 +203,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	}
 	qerr.retryAfter = retryHint(a.r, c.quorum(), a.end.Sub(a.start), a.multiKey())
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Read: a.reader(), Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	return qerr
 }

@@ -90,6 +90,9 @@ func conformance() map[string][]step {
 		return wire.NewOp(wire.OpAcquirePlain, key, token, value, ttl)
 	}
 	inspect := func(key string) step { return do(wire.NewOp(wire.OpInspect, key, "", "", 0)) }
+	rq := func(key, id string, ticket int64, quiet bool) *wire.Op {
+		return withMode(queue(key, id, ticket, quiet), wire.ModeRead)
+	}
 	setQueue := func(k1, k2, id string, ticket int64, quiet bool) *wire.Op {
 		return withKeys(queue(k1, id, ticket, quiet), k1, k2)
 	}
@@ -206,6 +209,27 @@ func conformance() map[string][]step {
 			do(queue(m2+"w", "c4.1", 400, true)), // wakes s5.1
 			step{o: withPlace(withKeys(withFence(wire.NewOp(wire.OpAcquireFenced, m1+"w", "t5", "t5", ttl), p), m1+"w", m2+"w"), "s5.1", 500, lease), node: 2},
 			raw("GET", m2+"w:fence"), do(withKeys(setAcqOp(m1+"w", m2+"w", "t5", "s5.1", 500), m1+"w", m2+"w")), // re-entry
+		},
+		"read-write queued": {
+			do(withMode(acq(k("rq"), "w1"), wire.ModeWrite)),                           // a writer holds
+			do(rq(k("rq"), "c1.r1", 100, false)), do(rq(k("rq"), "c2.r2", 200, false)), // readers wait: first
+			do(queue(k("rq"), "c3.3", 300, false)), do(rq(k("rq"), "c4.r4", 400, false)), // a writer, a reader behind it
+			do(withPlace(withMode(acq(k("rq"), "r1"), wire.ModeRead), "c1.r1", 100, lease)), // refused: the writer holds
+			do(withMode(acq(k("rq"), "r9"), wire.ModeRead)),                                 // not queued: refused
+			do(withMode(rel(k("rq"), "w1", 0), wire.ModeWrite)),                             // wakes c1.r1 and c2.r2, not c4.r4
+			do(withMode(acq(k("rq"), "r8"), wire.ModeRead)),                                 // not queued, a writer waits: refused
+			do(withPlace(withMode(acq(k("rq"), "r4"), wire.ModeRead), "c4.r4", 400, lease)), // behind the writer: refused
+			do(withPlace(withMode(acq(k("rq"), "r2"), wire.ModeRead), "c2.r2", 200, lease)), // enters
+			do(withPlace(withMode(acq(k("rq"), "r1"), wire.ModeRead), "c1.r1", 100, lease)), // enters
+			do(withPlace(withMode(acq(k("rq"), "w3"), wire.ModeWrite), "c3.3", 300, lease)), // first, readers hold: refused
+			do(rq(k("rq"), "c4.r4", 400, false)), inspect(k("rq")),
+			do(withMode(rel(k("rq"), "r1", 0), wire.ModeRead)), do(withMode(rel(k("rq"), "r2", 0), wire.ModeRead)), // the last wakes c3.3
+			do(withPlace(withMode(acq(k("rq"), "w3"), wire.ModeWrite), "c3.3", 300, lease)),
+			do(withMode(rel(k("rq"), "w3", 0), wire.ModeWrite)), raw("GET", k("rq")), // wakes c4.r4: reserved
+			do(rq(k("rq"), "c5.5", 500, false)), do(rq(k("rq"), "c4.r4", 400, true)), // c4.r4 leaves first: wakes c5.5
+			raw("GET", k("rq")), do(queue(k("rq"), "c5.5", 500, true)), raw("EXISTS", k("rq")),
+			do(rq(k("rq"), "c6.r6", 600, false)), do(withPlace(withMode(acq(k("rq"), "r6"), wire.ModeRead), "c6.r6", 600, lease)),
+			raw("EXISTS", k("rq")), // the reservation gone with its queue
 		},
 		"read-write": {
 			do(withMode(acq(k("rw"), "r1"), wire.ModeRead)), do(withMode(acq(k("rw"), "r1"), wire.ModeRead)),

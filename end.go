@@ -185,7 +185,7 @@ func (l *Lock) endEarly(err error) {
 	}
 	c := l.c
 	if c.observing() {
-		c.emit(Event{Kind: EventEnd, Context: context.Background(), Key: l.key, Held: time.Since(l.acquired), Err: err})
+		c.emit(Event{Kind: EventEnd, Context: context.Background(), Key: l.key, Read: l.reader(), Held: time.Since(l.acquired), Err: err})
 	}
 	if l.cfg.onEnd != nil {
 		l.cfg.onEnd(err)

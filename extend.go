@@ -57,13 +57,13 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 		}
 		l.mu.Unlock()
 		if c.observing() {
-			c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Duration: end.Sub(start), Validity: v, Nodes: nodeResults(c.nodes, r)})
+			c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Read: l.reader(), Duration: end.Sub(start), Validity: v, Nodes: nodeResults(c.nodes, r)})
 		}
 		return nil
 	}
 	qerr := l.updateFailed(ctx, "extend", r)
 	if c.observing() {
-		c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Duration: end.Sub(start), Err: qerr, Nodes: nodeResults(c.nodes, r)})
+		c.emit(Event{Kind: EventExtend, Context: ctx, Key: l.key, Read: l.reader(), Duration: end.Sub(start), Err: qerr, Nodes: nodeResults(c.nodes, r)})
 	}
 	if qerr.err != ErrNotObtained {
 		l.invalidate(false)

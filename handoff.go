@@ -48,6 +48,7 @@ type waitQueue struct {
 	waiters      map[string]*waiter  // this Client's, by ID
 	holder       *Lock               // this Client's lock on the key, until its release
 	lastReleased string              // token of this Client's last release of the key
+	lastWoken    string              // the waiter that release woke here, if any
 	notices      map[string][]string // per released token, the waiter each notice of its release named
 	noticed      []string            // the tokens in notices, oldest first (at most keptReleases)
 	// contended: until then, Lock calls of this Client queue at once
@@ -63,6 +64,9 @@ type waiter struct {
 	wake  chan struct{}                      // buffered: a wake is kept until the waiter looks
 	judge func(int, wire.Result) wire.Result // counts a poll's reply for, if w is first and the key free
 	free  int                                // nodes its last look found it first on, with the key free
+	// splits: looks in a row that found the key held by no token on a
+	// majority (see pollQueue)
+	splits int
 }
 
 // judgeReply is a poll's judge: for if w is first and the key free,
@@ -146,6 +150,9 @@ func (h *handoff) join(t target) *waiter {
 	h.last = max(time.Now().UnixMicro(), h.last+1)
 	h.seq++
 	id := h.id + "." + strconv.Itoa(h.seq)
+	if t.mode == wire.ModeRead {
+		id = h.id + ".r" + strconv.Itoa(h.seq) // the scripts tell readers by it (see wire's queueLua)
+	}
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
 	w.judge = w.judgeReply
 	t.eachQueueKey(func(rkey string) { h.queue(rkey).waiters[w.ID] = w })
@@ -211,7 +218,7 @@ func (h *handoff) released(rkey, token string, heads []string) {
 		q.holder = nil
 	}
 	q.lastReleased = token
-	q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
+	q.lastWoken = q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
 	h.forget(rkey, q)
 }
 
@@ -235,8 +242,10 @@ func (h *handoff) notice(_, payload string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
-	if q == nil || q.holder != nil && q.holder.live() || token == q.lastReleased {
-		// Nobody waits, we hold it, or our own release, handled already.
+	if q == nil || q.holder != nil && q.holder.live() && q.holder.token != token || token == q.lastReleased && head == q.lastWoken {
+		// Nobody waits, we hold it, or our own release's first waiter,
+		// woken by Unlock (its other notices name the readers after the
+		// first, and may come before Unlock has returned).
 		// A lock of ours that ended unreleased (expired while its holder
 		// worked on, or was paused) holds nothing: others may have held
 		// the key since, and their releases are news.
@@ -257,7 +266,10 @@ func (h *handoff) notice(_, payload string) {
 	named = append(named, head)
 	q.notices[token] = named
 	if count(named, head) == h.c.quorum() { // once: this notice made the majority
-		q.wakeNamed(named, h.c.quorum(), h.c.cfg.lease)
+		// A writer's release names every reader at the front, each in a
+		// notice of its own: wake the one this notice names.
+		q.contended = time.Now().Add(h.c.cfg.lease)
+		q.wake(q.waiters[head])
 	}
 }
 
@@ -284,8 +296,8 @@ func (q *waitQueue) remember(token string) {
 // wakeNamed wakes this Client's waiter that at least quorum of heads name,
 // if any; with no head named at all, the first of this Client's waiters
 // (one that has not joined the nodes' queues yet). It notes whether others
-// wait.
-func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) {
+// wait, and returns the ID of the waiter it woke ("" if none).
+func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) string {
 	var w *waiter
 	if len(heads) > 0 {
 		q.contended = time.Now().Add(lease)
@@ -298,6 +310,15 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) {
 			}
 		}
 	}
+	q.wake(w)
+	if w == nil {
+		return ""
+	}
+	return w.ID
+}
+
+// wake wakes w, if not nil; a wake is kept until w looks.
+func (q *waitQueue) wake(w *waiter) {
 	if w != nil {
 		select {
 		case w.wake <- struct{}{}:

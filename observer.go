@@ -51,6 +51,10 @@ type Event struct {
 	// context.Background()). Never nil.
 	Context context.Context
 	Key     string // the lock key as the caller gave it
+	// Read: the event is about the read side of a read-write lock (RLock,
+	// TryRLock, RDo, and that reader's Extend, Unlock and end); Key is
+	// then "rw:NAME", as for the write side.
+	Read bool
 	// Attempt, for EventAcquire: the attempt's number within its Lock call,
 	// from 1. Only attempts count, not a queued Lock's looks at the wait
 	// queue in between (for a semaphore, each sweep of its slots is one).

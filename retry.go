@@ -93,19 +93,22 @@ func jitter(lo, hi time.Duration) time.Duration {
 // nobody holds the lock: a split vote between contenders, or keys on their
 // way out. Then waiting for a release notice would wait for nothing, so the
 // answer is a random delay of up to two rounds, which parts the
-// contenders. A multi-key set (set) refused by more than one token
-// differs: each node names the holder of one of its keys, and with nodes
-// silent the holders of different keys need not show a majority each to
-// hold them all (a holder's majority may include the silent nodes). The
-// keys of the holders that can hold a majority, counting the silent
-// nodes, are gone at the latest when the longest PTTL among them runs out:
-// look again then (others may be held longer; the next refusal names
-// them). Where no holder can, nobody holds the set's keys: a split vote,
-// as for one key. With too many nodes failing there is no bound: the retry
-// strategy decides.
+// contenders. (A plain acquire's refusal names no holder: its Lock's look
+// at the queue tells, see pollQueue.) A multi-key set (set) refused by more than one token
+// differs: each node names the holder of the first of its keys another
+// token holds (and which key: wire.Result.Key), and the holders of
+// different keys need not show a majority each to hold them all (a key
+// held on a bare majority lets the other nodes name another key's
+// holder; a round decided at a majority of refusals hears no more). Where
+// each key named has one holder, the keys are gone at the latest when the
+// longest PTTL among them runs out: look again then (others may be held
+// longer; the next refusal names them). Two tokens named for one key are
+// contenders of a split vote, as for one key. With too many nodes failing
+// there is no bound: the retry strategy decides.
 func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duration {
 	type holder struct {
 		token string
+		key   int // which of the set's keys
 		n     int
 		pttl  time.Duration // longest
 		noTTL bool          // some key of it has no TTL
@@ -119,9 +122,9 @@ func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duratio
 			answered++
 		case res.Status == wire.StatusHeld:
 			answered++
-			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value })
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value && h.key == res.Key })
 			if i < 0 {
-				holders, i = append(holders, holder{token: res.Value}), len(holders)
+				holders, i = append(holders, holder{token: res.Value, key: res.Key}), len(holders)
 			}
 			h := &holders[i]
 			h.n++
@@ -136,21 +139,19 @@ func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duratio
 			return h.pttl + time.Millisecond
 		}
 	}
-	if set && len(holders) > 1 {
+	split := false
+	for i, a := range holders {
+		split = split || slices.ContainsFunc(holders[i+1:], func(b holder) bool { return b.key == a.key && b.token != a.token })
+	}
+	if set && len(holders) > 1 && !split {
 		var longest time.Duration
-		silent := len(r.results) - answered
 		for _, h := range holders {
-			switch {
-			case h.n+silent < quorum: // holds no majority
-			case h.noTTL:
+			if h.noTTL {
 				return 0
-			default:
-				longest = max(longest, h.pttl+time.Millisecond)
 			}
+			longest = max(longest, h.pttl)
 		}
-		if longest > 0 {
-			return longest
-		}
+		return longest + time.Millisecond
 	}
 	if answered >= quorum {
 		return jitter(time.Microsecond, 2*round+time.Microsecond)

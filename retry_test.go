@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -239,7 +240,13 @@ func TestRetryAfter(t *testing.T) {
 	held := func(token string, pttl time.Duration) wire.Result {
 		return wire.Result{Status: wire.StatusHeld, Value: token, PTTL: pttl}
 	}
+	heldKey := func(token string, key int, pttl time.Duration) wire.Result {
+		r := held(token, pttl)
+		r.Key = key
+		return r
+	}
 	ok, down := wire.Result{Status: wire.StatusOK}, wire.Result{Err: errFakeDown}
+	plainHeld := wire.Result{Status: wire.StatusHeld, PTTL: wire.PTTLUnknown}
 	const rt = time.Millisecond
 	for _, tc := range []struct {
 		name    string
@@ -249,13 +256,15 @@ func TestRetryAfter(t *testing.T) {
 		{"holder with a majority", []wire.Result{held("A", 10*time.Millisecond), held("A", 30*time.Millisecond), held("A", 20*time.Millisecond), ok, ok}, 31 * time.Millisecond, 31 * time.Millisecond},
 		{"holder without TTL", []wire.Result{held("A", 10*time.Millisecond), held("A", -1), held("A", 20*time.Millisecond), ok, down}, 0, 0},
 		{"split vote", []wire.Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		{"plain refusals: no holder named", []wire.Result{plainHeld, plainHeld, plainHeld, ok, down}, 0, 0}, // the look tells
 		{"majority down", []wire.Result{held("A", time.Minute), ok, down, down, down}, 0, 0},
-		// A node silent: each holder may hold its key on a majority.
-		{"a set's keys held by two holders", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), held("B", time.Minute), down}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
-		{"a set's keys held by two holders, one without TTL", []wire.Result{held("A", time.Second), held("A", -1), held("B", time.Minute), held("B", time.Minute), down}, 0, 0},
-		{"a set's keys held by one possible holder", []wire.Result{held("A", time.Second), held("A", time.Second), held("B", time.Minute), ok, down}, time.Second + time.Millisecond, time.Second + time.Millisecond},
-		// Every node answered: neither holder can hold a majority.
-		{"a set's split vote", []wire.Result{held("A", time.Minute), held("A", time.Minute), held("B", time.Minute), held("B", time.Minute), ok}, time.Microsecond, 2*rt + time.Microsecond},
+		// A set's refusals name the key (its index) as well as its holder.
+		{"a set's keys held by two holders", []wire.Result{heldKey("A", 0, time.Second), heldKey("A", 0, time.Second), heldKey("B", 1, time.Minute), heldKey("B", 1, time.Minute), ok}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		{"a set's keys held by two holders, one without TTL", []wire.Result{heldKey("A", 0, time.Second), heldKey("A", 0, -1), heldKey("B", 1, time.Minute), heldKey("B", 1, time.Minute), ok}, 0, 0},
+		{"a set's keys held by one holder, named for two keys", []wire.Result{heldKey("A", 0, time.Second), heldKey("A", 1, time.Minute), ok, down, down}, time.Minute + time.Millisecond, time.Minute + time.Millisecond},
+		// Two tokens on one key: contenders, whatever else is held.
+		{"a set's split vote", []wire.Result{heldKey("A", 0, time.Minute), heldKey("A", 0, time.Minute), heldKey("B", 0, time.Minute), down, down}, time.Microsecond, 2*rt + time.Microsecond},
+		{"a set's split vote beside another key's holder", []wire.Result{heldKey("A", 0, time.Minute), heldKey("B", 0, time.Minute), heldKey("C", 1, time.Minute), ok, ok}, time.Microsecond, 2*rt + time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := retryHint(&round{results: tc.results}, c.quorum(), rt, strings.HasPrefix(tc.name, "a set"))
@@ -264,4 +273,35 @@ func TestRetryAfter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLockAfterPlainSplit: a Lock whose plain first attempt (SET NX) is
+// refused by the grants of a split vote (another contender's token on each
+// node, each taken back as soon as the waiter's first look at the queue has
+// seen it) looks again within rounds, not after its strategy's delay (an
+// hour here): a plain refusal does not say who holds the key, but the look
+// does, and no token holds a majority. Without that, the look's PTTL
+// bounded the wait, and the waiter slept for it with the key free (the
+// simulator's seed 483: the first waiter of a key slept 190 ms of its
+// strategy's delay).
+func TestLockAfterPlainSplit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		rkey := c.redisKey("k")
+		for i, f := range fakes {
+			f.set(rkey, fmt.Sprint("contender", i), time.Minute)
+			var once sync.Once
+			f.ran = func(o *wire.Op) {
+				if o.Kind == wire.OpQueue {
+					once.Do(func() { f.mem.Do("DEL", rkey) })
+				}
+			}
+		}
+		start := time.Now()
+		l, err := c.Lock(t.Context(), "k", waitHour)
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 10*time.Millisecond, "the waiter slept with the key free")
+		require.NoError(t, l.Unlock(t.Context()))
+	})
 }

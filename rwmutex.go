@@ -21,13 +21,16 @@ import (
 // cooldown), Extend, Done and auto-extension work on it; it has no fencing
 // token and keeps no metadata.
 //
-// Writers do not starve: a writer that waits takes its place in the key's
-// wait queue, and while a writer waits there, nodes refuse new readers
-// (readers already in keep reading, and may extend). Readers may starve
-// under a steady stream of writers. As with [sync.RWMutex], a reader must
-// not take the read side again while it holds it (a waiting writer would
-// refuse it, and wait for the first read side to end); a reader that
-// re-enters with its token ([WithToken]) is let in.
+// Neither side starves: readers and writers that have to wait take their
+// places in the key's one wait queue, in the order they came. The readers
+// ahead of the first writer in it enter together (a writer's release wakes
+// them all), then that writer once the last of them has left, then the
+// readers that came while it waited, and so on; a new reader enters at
+// once only where no writer holds or waits (readers already in keep
+// reading, and may extend). As with [sync.RWMutex], a reader must not take
+// the read side again while it holds it (a waiting writer would refuse
+// it, and wait for the first read side to end); a reader that re-enters
+// with its token ([WithToken]) is let in.
 type RWMutex struct {
 	c    *Client
 	w, r target // the writer's and the readers' target: the same Redis key
@@ -70,17 +73,17 @@ func (m *RWMutex) TryLock(ctx context.Context) (*Lock, error) {
 	return m.c.tryLock(ctx, m.w, &m.lc)
 }
 
-// RLock takes the read side, waiting as long as ctx allows: after a
-// refused attempt it waits as the retry strategy says (by default a random
-// 10–200 ms), never longer than the writer's keys have left. A reader is
-// not queued. Errors are those of [Client.Lock].
+// RLock takes the read side, waiting as long as ctx allows in the key's
+// wait queue, as [Client.Lock] does: it enters with the readers around it
+// once no writer holds or waits ahead of it, woken by the release that
+// lets it in. Errors are those of Client.Lock.
 func (m *RWMutex) RLock(ctx context.Context) (*Lock, error) {
 	lc := m.lc
 	return m.rlock(ctx, &lc)
 }
 
 func (m *RWMutex) rlock(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	return m.c.lockUnqueued(ctx, m.r, lc)
+	return m.c.lockQueued(ctx, m.r, lc)
 }
 
 // TryRLock makes one attempt at the read side. On failure the error is a

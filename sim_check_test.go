@@ -73,12 +73,13 @@ func (s *simRun) at(t time.Time) string { return fmt.Sprintf("%.3fs", t.Sub(s.be
 // (a fault may cost a waiter its place: docs/design.md; a guard, its
 // attempt, and with it its place where it was granted). A set's place is
 // in each of its keys' queues, so two calls whose keys overlap are served
-// in the order they queued. Callers hold s.mu.
+// in the order they queued; readers of a read-write lock that wait ahead
+// of its next writer enter together, in any order. Callers hold s.mu.
 func (s *simRun) outOfOrder() []string {
 	var v []string
 	for _, a := range s.served {
 		for _, b := range s.served {
-			if overlap(a.keys, b.keys) && a.queued.Before(b.queued) && b.took.Before(a.took) && !a.guarded && s.calmBetween(a.queued, b.took) {
+			if overlap(a.keys, b.keys) && !(a.reader && b.reader) && a.queued.Before(b.queued) && b.took.Before(a.took) && !a.guarded && s.calmBetween(a.queued, b.took) {
 				v = append(v, fmt.Sprintf("keys %v and %v: %s's waiter queued at %s got %v at %s, after %s's queued at %s got %v at %s", a.keys, b.keys, a.client, s.at(a.queued), a.keys, s.at(a.took), b.client, s.at(b.queued), b.keys, s.at(b.took)))
 			}
 		}
@@ -101,17 +102,20 @@ func overlap(a, b []string) bool {
 // itself, when it was granted), a restart guard's refusals, and a key left
 // to expire (a cooldown's, a holding that ended unreleased) shortly
 // before: it is free without a reservation until a waiter's next look,
-// within the retry strategy's longest delay (200 ms). Callers hold s.mu.
+// within the retry strategy's longest delay (200 ms). On the read-write
+// lock's key, a reader may join readers while others wait (the readers
+// ahead of a writer enter together), but not while a writer waits; a
+// reader is no re-entry. Callers hold s.mu.
 func (s *simRun) jumped() []string {
 	var v []string
 	settle := s.ttl / 10
 	for _, b := range s.direct {
 		for _, k := range b.keys {
-			if !slices.Contains(simKeys, k) || s.heldAt(k, b.took) || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took) {
+			if !slices.Contains(simKeys, k) && k != "rw:d" || !b.reader && s.heldAt(k, b.took) || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took) {
 				continue
 			}
 			i := slices.IndexFunc(s.waits, func(w simWait) bool {
-				return slices.Contains(w.keys, k) && w.from.Add(settle).Before(b.queued) && w.to.After(b.took) && !w.guarded && s.calmBetween(w.from, b.took)
+				return slices.Contains(w.keys, k) && !(b.reader && w.reader) && w.from.Add(settle).Before(b.queued) && w.to.After(b.took) && !w.guarded && s.calmBetween(w.from, b.took)
 			})
 			if i >= 0 {
 				w := s.waits[i]

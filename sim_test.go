@@ -139,6 +139,7 @@ func (h *simHolding) keptUntil() time.Time {
 // return, and whether it failed.
 type simWait struct {
 	keys     []string
+	reader   bool // an RLock's
 	who      string
 	from, to time.Time
 	failed   bool
@@ -172,6 +173,7 @@ type simSeen struct {
 // lock.
 type simServed struct {
 	keys         []string
+	reader       bool // a read-write lock's reader: readers ahead of a writer enter together
 	client       string
 	queued, took time.Time
 	guarded      bool // a restart guard refused grants meanwhile (see simWait)
@@ -188,9 +190,9 @@ func (s *simRun) observe(c string) Observer {
 			s.mu.Lock()
 			keys := strings.Fields(e.Key) // the simulator's keys hold no space
 			if !e.Queued.IsZero() {
-				s.served = append(s.served, simServed{keys: keys, client: c, queued: e.Queued, took: now, guarded: guarded})
+				s.served = append(s.served, simServed{keys: keys, reader: e.Read, client: c, queued: e.Queued, took: now, guarded: guarded})
 			} else {
-				s.direct = append(s.direct, simServed{keys: keys, client: c, queued: now.Add(-e.Duration), took: now})
+				s.direct = append(s.direct, simServed{keys: keys, reader: e.Read, client: c, queued: now.Add(-e.Duration), took: now})
 			}
 			s.mu.Unlock()
 		}

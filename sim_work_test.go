@@ -60,11 +60,14 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			}
 		case 6:
 			m, err := c.RWMutex("d", opts...)
+			from := time.Now()
 			if err == nil && rng.IntN(2) == 0 {
 				l, err := m.RLock(ctx)
+				s.noteRWWait(who+"(read)", true, from, err)
 				got(who+"(read)", l, err, true)
 			} else if err == nil {
 				l, err := m.Lock(ctx)
+				s.noteRWWait(who+"(write)", false, from, err)
 				got(who+"(write)", l, err, false)
 			}
 		case 7:
@@ -93,6 +96,14 @@ func (s *simRun) noteWait(keys []string, who string, from time.Time, err error) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.waits = append(s.waits, simWait{keys: keys, who: who, from: from, to: time.Now(), failed: err != nil, guarded: guarded})
+}
+
+// noteRWWait records a Lock or RLock call on the read-write lock "d".
+func (s *simRun) noteRWWait(who string, reader bool, from time.Time, err error) {
+	s.noteWait([]string{"rw:d"}, who, from, err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waits[len(s.waits)-1].reader = reader
 }
 
 // lead campaigns in the run's election for as long as ctx allows, and

@@ -40,9 +40,12 @@ func (t *target) given() []string {
 // multiKey reports whether the target is a multi-key lock's keys.
 func (t *target) multiKey() bool { return t.mode == wire.ModeSet }
 
+// reader reports whether the target is a read-write lock's read side.
+func (t *target) reader() bool { return t.mode == wire.ModeRead }
+
 // takesFence reports whether a grant of the target can carry a fencing
 // token: not a reader's, which holds no key.
-func (t *target) takesFence() bool { return t.mode != wire.ModeRead }
+func (t *target) takesFence() bool { return !t.reader() }
 
 // eachQueueKey calls f with each Redis key in whose wait queue a waiter
 // for the target takes its place: a set's waiter has one place (one ID,

@@ -129,7 +129,7 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 		l.handOver(namedHeads(r))
 		if c.observing() {
 			now := time.Now()
-			c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeResults(nodes, r)})
+			c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Read: l.reader(), Duration: now.Sub(start), Held: now.Sub(l.acquired), Nodes: nodeResults(nodes, r)})
 		}
 		return nil
 	}
@@ -138,7 +138,7 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 		qerr.err = ended
 	}
 	if c.observing() {
-		c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Duration: time.Since(start), Err: qerr, Nodes: nodeResults(nodes, r)})
+		c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Read: l.reader(), Duration: time.Since(start), Err: qerr, Nodes: nodeResults(nodes, r)})
 	}
 	if qerr.err == ErrNotObtained {
 		l.invalidate(false)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // This file is how a lock call waits: tries, looks at the wait queue,
@@ -108,22 +106,6 @@ func (s *waitLoop) giveUp(cause error) (ended bool) {
 	}
 	s.err = s.last.lockError(s.c, s.t.key, s.ctx, cause)
 	return true
-}
-
-// leaveOn takes the place p out of the queues of t's keys on nodes, in
-// the background.
-func (c *Client) leaveOn(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
-	if len(nodes) > 0 {
-		c.sendDetached(ctx, c.queueOp(t, p, true), nodes, ttl)
-	}
-}
-
-// queueOp prepares a look at the queues of t's keys for the place p, or
-// with quiet, p's leaving them.
-func (c *Client) queueOp(t target, p *wire.Place, quiet bool) *wire.Op {
-	o := t.op(wire.OpQueue, "", "", 0)
-	o.Place, o.Quiet, o.Wake = p, quiet, c.hand.wakeArg
-	return o
 }
 
 // lookAtQueue looks at the queue, and reports whether the Lock is first
@@ -338,64 +320,6 @@ func (f tryFailure) lockError(c *Client, key string, ctx context.Context, cause 
 	}
 	return qerr
 }
-
-// pollQueue joins w to the key's queue on every node, or refreshes its place,
-// and tells whether w may attempt now: a zero failure when w is first on a
-// majority of nodes that have the key free. A node that has w first and
-// the key free counts for; any other answer against.
-func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFailure {
-	if err := ctx.Err(); err != nil {
-		return tryFailure{cause: err}
-	}
-	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
-	o := c.queueOp(w.t, &w.Place, false)
-	sent := time.Now()
-	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge})
-	r.finish(&c.bg, nil)
-	if r.tally.won() {
-		return tryFailure{}
-	}
-	f := tryFailure{r: r, unusable: r.unusable()}
-	// More nodes than last time have w first with the key free: a release
-	// is under way, and the rest of it is about a round trip behind. Look
-	// again then: its notices may never make a majority (nodes that named
-	// another first waiter), and the strategy's delay would be a stall.
-	// Once per change: a key left free on a minority (a holder's acquire
-	// that never reached them) must not have w look every round trip.
-	underWay := r.tally.ok > w.free
-	w.free = r.tally.ok
-	if underWay {
-		f.hint = max(time.Since(sent), time.Millisecond)
-		return f
-	}
-	// First where the key is held: look again when the holder's keys are
-	// gone at the latest. Free where another is first: when that waiter's
-	// place lapses, should it be gone.
-	for _, res := range r.results {
-		var d time.Duration
-		switch {
-		case res.Status == wire.StatusHeld && res.Head == w.ID && res.PTTL >= 0:
-			d = res.PTTL
-		case res.Status == wire.StatusQueued:
-			d = res.PTTL
-		default:
-			continue
-		}
-		d += time.Millisecond
-		if f.hint == 0 || d < f.hint {
-			f.hint = d
-		}
-	}
-	return f
-}
-
-// lookEnded ends a look at the queue once w is first on a majority with the
-// key free, or once it cannot be and no node has it first with the key
-// free; a look that some node has it first on waits for every answer (or
-// the node timeout), to count them. Ending every look at a decision would
-// miss a release under way half the time; waiting for every node on every
-// look would hold each up by a hung node's timeout.
-func lookEnded(t tally) bool { return t.won() || t.lost() && t.ok == 0 }
 
 // sooner returns the sooner of two bounds on a wait (0: none). After a
 // refused attempt, the attempt's bound stands unless its look at the queue

@@ -84,18 +84,21 @@ return st
 // multiLua defines free(), the check of a multi-key acquire: it returns
 // nil when no key (KEYS) is held by another token, with whether every key
 // is ours already, or the refusal of acquireSrc for the first key, in
-// KEYS order, that another token holds. It writes nothing: a key of
-// another type fails the script here, before any write.
+// KEYS order, that another token holds, with that key's place in KEYS
+// (from 1): {−(PTTL + 1), holder's token, i}, so that a caller tells two
+// holders of one key (a split vote) from holders of two (see retryHint).
+// It writes nothing: a key of another type fails the script here, before
+// any write. (A Reserved key is free here: the queue's gate decides.)
 const multiLua = ownedLua + `
 local function free()
 	local own = 0
-	for _, k in ipairs(KEYS) do
+	for i, k in ipairs(KEYS) do
 		local v = redis.call('GET', k)
-		if v and string.byte(v) ~= 0 then -- a reservation is the key's queue's, which a set ignores
+		if v and string.byte(v) ~= 0 then
 			if not owned(v) then
 				local nul = string.find(v, '\0', 1, true)
 				if nul then v = string.sub(v, 1, nul - 1) end
-				return {-1 - redis.call('PTTL', k), v}
+				return {-1 - redis.call('PTTL', k), v, i}
 			end
 			own = own + 1
 		end

@@ -45,7 +45,8 @@ return 1
 // live first waiter, leaves it Reserved for the queue (see queueLua) and
 // wakes that waiter: it publishes {lock key, NUL, token, NUL, waiter
 // ID} on the channel of the waiter's Client (ARGV[3] followed by the part of
-// the ID before its first '.'). With a cooldown, it leaves the key in place
+// the ID before its first '.'); a read-write lock's writer wakes every
+// reader at the front (wakeFront). With a cooldown, it leaves the key in place
 // to expire cooldown ms from now instead, keeping other tokens out until
 // then, and wakes nobody.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
@@ -74,7 +75,7 @@ if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 	if h then
 		reserve(left)
 		if ARGV[3] == '' then return 1 end
-		wake(ARGV[3], h, ARGV[1])
+		wakeFront(ARGV[3], h, ARGV[1])
 		return {1, h}
 	end
 end

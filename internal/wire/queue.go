@@ -38,6 +38,14 @@ import "fmt"
 // its Client's ID, '.', and a number; each Client listens on one channel,
 // the wake prefix (by default "redlock:wake:") followed by its ID, so a
 // release reaches only the process whose waiter is first.
+//
+// A read-write lock's readers queue too: a reader's ID has 'r' before its
+// number (isReader), and readers ahead of a writer in the queue are served
+// together, before it (see readAcquireSrc). wakeFront wakes the first
+// waiter and, when it is a reader, every reader after it up to the first
+// live writer (at most 64 places); writerAhead finds the first live writer
+// ahead of a place (of any place, for "": an unqueued reader), among the
+// first 64.
 const queueLua = `
 local function qkeys(k)
 	k = k or KEYS[1]
@@ -79,6 +87,28 @@ end
 local function wake(prefix, id, token, k)
 	local client = string.match(id, '^[^.]*')
 	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
+end
+local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
+local function wakeFront(prefix, h, token, k)
+	wake(prefix, h, token, k)
+	if not isReader(h) then return end
+	local q, l = qkeys(k)
+	local t = now()
+	for _, x in ipairs(redis.call('ZRANGE', q, 1, 63)) do
+		local live = tonumber(redis.call('ZSCORE', l, x) or '0') > t
+		if live and not isReader(x) then return end
+		if live then wake(prefix, x, token, k) end
+	end
+end
+local function writerAhead(q, l, t, id)
+	for _, x in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+		if x == id then return false, 0 end
+		if not isReader(x) then
+			local u = tonumber(redis.call('ZSCORE', l, x) or '0')
+			if u > t then return x, u - t end
+		end
+	end
+	return false, 0
 end
 `
 
@@ -143,9 +173,10 @@ func requeueIf(i int) string {
 // queueSrc joins or refreshes a waiter's entry, or with ticket 0 takes it
 // out, and reports the queue and the key.
 // ARGV[1] waiter ID, ARGV[2] ticket (0: leave), ARGV[3] lease ms.
-// Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key)};
-// where the key is free but readers hold (a read-write lock), the
-// readers' longest lease left stands for the PTTL. A waiter that leaves from the head of the queue while the key is free
+// Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key),
+// the holder's token ("" when free)}; where the key is free but readers
+// hold (a read-write lock), the readers' longest lease left stands for
+// the PTTL. A waiter that leaves from the head of the queue while the key is free
 // publishes {ID, NUL, new head} on the key's release channel, as a release
 // does, so that the new head need not wait for its timer.
 var queueSrc = queueLua + readersLua + `
@@ -154,10 +185,11 @@ local t = now()
 local first = head(q, l, t)
 if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
-local pttl = redis.call('PTTL', KEYS[1])
-local reserved = pttl ~= -2 and keyFree()
-if reserved then pttl = -2 end
-if pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
+local v, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
+local reserved = v and string.byte(v) == 0
+if reserved then v, pttl = false, -2 end
+local writerFree = pttl == -2
+if writerFree and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
 	local r = readers(t)
 	if r > 0 then pttl = r end
 end
@@ -166,8 +198,9 @@ if pttl == -2 and h then
 elseif reserved and not h then
 	redis.call('DEL', KEYS[1])
 end
-if ARGV[2] == '0' and first == ARGV[1] and h and pttl == -2 then
-	wake(ARGV[4], h, ARGV[1])
+if ARGV[2] == '0' and first == ARGV[1] and h and (pttl == -2 or writerFree and isReader(h)) then
+	wakeFront(ARGV[4], h, ARGV[1])
 end
-return {h or '', left, pttl}
+if v then v = string.match(v, '^[^%z]*') else v = '' end
+return {h or '', left, pttl, v}
 `

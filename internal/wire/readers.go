@@ -41,13 +41,22 @@ func readersIf(i int) string {
 }
 
 // readAcquireSrc adds a reader, or refreshes one (re-entry), where no
-// writer holds the key and no writer waits first in its queue.
+// writer holds the key and no live writer waits ahead of it in the key's
+// queue (for a reader not queued: anywhere in it). Readers queue among
+// writers (a reader's place ID marks it: see queueLua), so the readers
+// ahead of a writer enter together, before it, and those behind it after
+// it: neither side starves.
 // ARGV[1] token, ARGV[2] value (unused: readers keep no metadata),
-// ARGV[3] ttl in ms.
+// ARGV[3] ttl in ms, ARGV[4..6] the reader's place (ID, ticket, lease ms)
+// as acquireSrc's; a reader not queued passes none.
 // Reply: 1 added; 2 the token was a live reader already (its lease
 // renewed); refused: acquireSrc's {−(PTTL + 1), writer's token}, or the
-// queue's {−(lease left + 1), ”, first waiter}.
-const readAcquireSrc = queueLua + readersLua + `
+// queue's {−(lease left + 1), ”, the first writer waiting ahead}.
+var readAcquireSrc = queueLua + readersLua + `
+local id, ticket = ARGV[4] or '', ARGV[5] or '0'
+local q, l = qkeys()
+local t = now()
+if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(ARGV[6])) end
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue's, checked below)
 	local nul = string.find(v, '\0', 1, true)
@@ -55,19 +64,51 @@ if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue'
 	return {-1 - redis.call('PTTL', KEYS[1]), v}
 end
 local r = KEYS[1] .. ':readers'
-local t = now()
 readers(t)
 local mine = redis.call('ZSCORE', r, ARGV[1])
-if not mine and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
-	local q, l = qkeys()
-	local h, left = head(q, l, t)
-	if h then return {-1 - left, '', h} end
+if not mine and (ticket ~= '0' or redis.call('EXISTS', q) == 1) then
+	local w, left = writerAhead(q, l, t, id)
+	if w then return {-1 - left, '', w} end
+	if ticket ~= '0' then leave(q, l, id) end
+	if v and not head(q, l, t) then redis.call('DEL', KEYS[1]) end -- the queue's reservation, with nobody left in it
 end
 local ttl = tonumber(ARGV[3])
 redis.call('ZADD', r, t + ttl, ARGV[1])
 if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
 if mine then return 2 end
 return 1
+`
+
+// queueReadSrc is queueSrc for a reader: it joins or refreshes the
+// reader's place, or with ticket 0 takes it out (waking the new front of
+// the queue, as queueSrc does), and reports whether the reader may enter.
+// ARGV as queueSrc's. Reply: {the reader's ID when no live writer waits
+// ahead of it, else that writer; the lease left of whichever it names
+// (ms); the writer's key's PTTL (−2: no writer holds)}. Live readers are
+// no holders to a reader.
+var queueReadSrc = queueLua + readersLua + `
+local q, l = qkeys()
+local t = now()
+local id = ARGV[1]
+local first = head(q, l, t)
+if ARGV[2] == '0' then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
+local h, left = head(q, l, t)
+local pttl = redis.call('PTTL', KEYS[1])
+local reserved = pttl ~= -2 and keyFree()
+if reserved then pttl = -2 end
+local busy = pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 and readers(t) > 0
+if pttl == -2 and not busy and h then
+	reserve(left)
+elseif reserved and not h then
+	redis.call('DEL', KEYS[1])
+end
+if ARGV[2] == '0' then
+	if first == id and h and pttl == -2 and (isReader(h) or not busy) then wakeFront(ARGV[4], h, id) end
+	return {h or '', left, pttl}
+end
+local w, wl = writerAhead(q, l, t, id)
+if w then return {w, wl, pttl} end
+return {id, tonumber(ARGV[3]), pttl}
 `
 
 // readExtendSrc renews a live reader's lease; it never re-adds a lapsed
@@ -113,7 +154,7 @@ if ARGV[3] ~= '' and readers(t) == 0 and keyFree() and redis.call('EXISTS', KEYS
 	local q, l = qkeys()
 	local h = head(q, l, t)
 	if h then
-		wake(ARGV[3], h, '\1readers')
+		wakeFront(ARGV[3], h, '\1readers')
 		return {1, h}
 	end
 end
@@ -136,6 +177,6 @@ var acquireWriteFencedSrc = acquireFencedScript(readersIf(7))
 // readScripts are a reader's; writeScripts a writer's, where they differ
 // from a mutex holder's: a writer extends and releases as a mutex does.
 var (
-	readScripts  = scriptSet{OpAcquire: readAcquireSrc, OpExtend: readExtendSrc, OpRelease: readReleaseSrc}
+	readScripts  = scriptSet{OpAcquire: readAcquireSrc, OpExtend: readExtendSrc, OpRelease: readReleaseSrc, OpQueue: queueReadSrc}
 	writeScripts = scriptSet{OpAcquire: acquireWriteSrc, OpAcquireFenced: acquireWriteFencedSrc}
 )

@@ -42,7 +42,10 @@ type Result struct {
 	// refusal (StatusQueued), a release or an inspect; its lease left is
 	// pttl when the key is free (StatusQueued, or a queue op's
 	// StatusAbsent).
-	Head    string
+	Head string
+	// Key, StatusHeld from a multi-key acquire: the index in the op's Keys
+	// of the key another token holds (the first so held); 0 otherwise.
+	Key     int
 	Waiting int   // inspect: the live places in the key's queue
 	Readers int   // inspect: the live readers of a read-write lock
 	Err     error // StatusFailed only
@@ -136,11 +139,22 @@ func acquireReply(reply any, err error) Result {
 			return Result{Status: StatusRefreshed}
 		}
 	case []any:
-		if len(r) == 3 { // the queue's refusal: {−(head's lease left + 1), '', head}
+		if len(r) == 3 {
 			code, _ := r[0].(int64)
-			head, _ := r[2].(string)
-			if code < 0 && head != "" {
-				return Result{Status: StatusQueued, Head: head, PTTL: time.Duration(-code-1) * time.Millisecond}
+			switch third := r[2].(type) {
+			case string: // the queue's refusal: {−(head's lease left + 1), '', head}
+				if code < 0 && third != "" {
+					return Result{Status: StatusQueued, Head: third, PTTL: time.Duration(-code-1) * time.Millisecond}
+				}
+			case int64: // a multi-key refusal: {−(PTTL + 1), holder, KEYS index from 1}
+				holder, _ := r[1].(string)
+				if code <= 0 && third >= 1 {
+					res := Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: holder, Key: int(third) - 1}
+					if code == 0 {
+						res.PTTL = -1
+					}
+					return res
+				}
 			}
 			break
 		}
@@ -173,25 +187,31 @@ func acquireReply(reply any, err error) Result {
 }
 
 // queueReply decodes a queue op's {head or "", head's lease left ms, key's
-// PTTL (−2: no key)}: StatusAbsent (the key is free) with the head and its
-// lease left as pttl, or StatusHeld with the head and the key's PTTL (−1
-// when it has none). The poll's judge decides what counts.
+// PTTL (−2: no key)[, holder's token]}: StatusAbsent (the key is free) with
+// the head and its lease left as pttl, or StatusHeld with the head, the
+// key's PTTL (−1 when it has none) and the holder (Value), when the op
+// names it (a one-key look's; "" where readers hold). The poll's judge
+// decides what counts.
 func queueReply(reply []any, err error) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if len(reply) == 3 {
+	if len(reply) == 3 || len(reply) == 4 {
 		head, ok1 := reply[0].(string)
 		left, ok2 := reply[1].(int64)
 		pttl, ok3 := reply[2].(int64)
+		var holder string
+		if len(reply) == 4 {
+			holder, _ = reply[3].(string)
+		}
 		if ok1 && ok2 && ok3 {
 			switch {
 			case pttl == -2:
 				return Result{Status: StatusAbsent, Head: head, PTTL: time.Duration(left) * time.Millisecond}
 			case pttl < 0:
-				return Result{Status: StatusHeld, Head: head, PTTL: -1}
+				return Result{Status: StatusHeld, Head: head, PTTL: -1, Value: holder}
 			}
-			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond}
+			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder}
 		}
 	}
 	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}
