@@ -169,17 +169,28 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 // token stay as they were when the token was the caller's (re-entry); with
 // a fresh token, "held already" can only be this attempt's own write, so
 // it goes too. The take-back is a release sent detached from the caller's
-// cancellation, bounded by the node timeout, and without a release notice
-// (it made no lock anyone held).
+// cancellation, bounded by the node timeout. It wakes the key's next
+// waiter, as a release does, only where the attempt won a majority (its
+// validity ran out, its fence was not written back, its context ended):
+// then the key was the attempt's, and is free once given back. A split
+// vote's take-back frees a minority, whose notices wake nobody.
 func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	created := func(res wire.Result) bool {
 		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
+	}
+	won := a.won || a.r.tally.won()
+	takeBack := func() *wire.Op { // an op each: a round encodes its op
+		o := a.op(wire.OpRelease, a.token, "", 0)
+		if won {
+			o.Wake = c.hand.wakeArg
+		}
+		return o
 	}
 	a.r.finish(&c.bg, func(i int, res wire.Result) func() {
 		if !created(res) {
 			return nil
 		}
-		return func() { c.sendDetached(ctx, a.op(wire.OpRelease, a.token, "", 0), []node{c.nodes[i]}, a.lc.ttl) }
+		return func() { c.sendDetached(ctx, takeBack(), []node{c.nodes[i]}, a.lc.ttl) }
 	})
 	var mine []node
 	for i, res := range a.r.results {
@@ -188,7 +199,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 		}
 	}
 	if len(mine) > 0 {
-		c.sendDetached(ctx, a.op(wire.OpRelease, a.token, "", 0), mine, a.lc.ttl)
+		c.sendDetached(ctx, takeBack(), mine, a.lc.ttl)
 	}
 	qerr := quorumError("lock", a.key, c.nodes, c.quorum(), a.r, 0, ctx)
 	switch {

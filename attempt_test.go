@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -145,5 +146,59 @@ func TestSetHeldByTwoRetriesAtStrategyPace(t *testing.T) {
 		// The default strategy waits 10–200 ms between attempts: about 10
 		// in a second, fewer than 101 at the very least.
 		require.LessOrEqual(t, attempts.Load(), int64(100), "attempts in a second")
+	})
+}
+
+// TestFailedWinnerWakesNext: a woken waiter whose attempt won a majority
+// and then failed (here its fence write-back, cut short by its own
+// deadline) gives the key back with a release notice, which wakes the
+// next waiter at that instant (every strategy waits an hour). Without the
+// notice, the next waiter slept until its next look with the key free.
+func TestFailedWinnerWakesNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		block := make(chan struct{})
+		for _, f := range fakes {
+			// Counters above any proposal: the grant needs a write-back,
+			// which the nodes hold until the waiter's deadline has passed.
+			f.set("redlock:{k}:fence", "4503599627370496", -1)
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpFenceWrite {
+					<-block
+				}
+			}
+		}
+		holder, first, next := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		ctx := t.Context()
+		h, err := holder.TryLock(ctx, "k")
+		require.NoError(t, err)
+		failed := make(chan time.Time, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := first.Lock(wctx, "k", waitHour, WithFencing())
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("first waiter: got %v, want its deadline", err)
+			}
+			failed <- time.Now()
+			close(block)
+		}()
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		got := make(chan time.Time, 1)
+		go func() {
+			l, err := next.Lock(ctx, "k", waitHour)
+			if err != nil {
+				t.Errorf("next waiter: %v", err)
+				return
+			}
+			got <- time.Now()
+			_ = l.Unlock(ctx)
+		}()
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		require.NoError(t, h.Unlock(ctx)) // the first waiter wins, and waits for its write-back
+		gaveUp := <-failed
+		require.Equal(t, gaveUp, <-got, "the next waiter was not woken when the first gave the key back")
 	})
 }

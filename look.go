@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -15,7 +16,7 @@ import (
 // the background.
 func (c *Client) leaveOn(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
 	if len(nodes) > 0 {
-		c.sendDetached(ctx, c.queueOp(t, p, true), nodes, ttl)
+		t.eachQueueTarget(func(q target) { c.sendDetached(ctx, c.queueOp(q, p, true), nodes, ttl) })
 	}
 }
 
@@ -29,32 +30,71 @@ func (c *Client) queueOp(t target, p *wire.Place, quiet bool) *wire.Op {
 
 // pollQueue joins w to the key's queue on every node, or refreshes its place,
 // and tells whether w may attempt now: a zero failure when w is first on a
-// majority of nodes that have the key free. A node that has w first and
-// the key free counts for; any other answer against.
-func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFailure {
+// majority of nodes that have the key free, with the index of the slot
+// that was so for a semaphore's waiter (0 otherwise). A node that has w
+// first and the key free counts for; any other answer against.
+func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int, tryFailure) {
 	if err := ctx.Err(); err != nil {
-		return tryFailure{cause: err}
+		return -1, tryFailure{cause: err}
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
-	o := c.queueOp(w.t, &w.Place, false)
 	sent := time.Now()
-	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge})
-	r.finish(&c.bg, nil)
-	if r.tally.won() {
-		return tryFailure{}
+	if !w.t.choosesSlot() {
+		r := c.send(ctx, c.lookRequest(w, w.t, lc))
+		r.finish(&c.bg, nil)
+		return c.judgeLook(w, sent, r)
 	}
-	f := tryFailure{r: r, unusable: r.unusable()}
+	// A semaphore's waiter looks at every slot's queue at once: one batch
+	// per node, one node timeout at most.
+	reqs := make([]request, len(w.t.slots))
+	for i, st := range w.t.slots {
+		reqs[i] = c.lookRequest(w, st, lc)
+		reqs[i].nodes, reqs[i].timed = c.nodes, c.timed
+	}
+	rs := fanOutAll(ctx, reqs)
+	for _, r := range rs {
+		r.finish(&c.bg, nil)
+	}
+	return c.judgeLook(w, sent, rs...)
+}
+
+// lookRequest is the round of w's look at the queues of t's keys (w's, or
+// one slot of a semaphore's).
+func (c *Client) lookRequest(w *waiter, t target, lc *lockConfig) request {
+	return request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge}
+}
+
+// judgeLook judges the rounds of w's look, sent at sent: one, or one per
+// key whose queue w may be served from (a semaphore's slots). It returns
+// the index of a round that found w first on a majority of nodes with the
+// key free (w may attempt that key now), or −1 and the failed try, with
+// when to look again at the latest.
+func (c *Client) judgeLook(w *waiter, sent time.Time, rs ...*round) (int, tryFailure) {
+	ok := 0
+	for i, r := range rs {
+		if r.tally.won() {
+			return i, tryFailure{}
+		}
+		ok += r.tally.ok
+	}
+	f := tryFailure{r: rs[0]}
+	for _, r := range rs {
+		if f.unusable = r.unusable(); f.unusable != "" {
+			f.r = r
+			break
+		}
+	}
 	// More nodes than last time have w first with the key free: a release
 	// is under way, and the rest of it is about a round trip behind. Look
 	// again then: its notices may never make a majority (nodes that named
 	// another first waiter), and the strategy's delay would be a stall.
 	// Once per change: a key left free on a minority (a holder's acquire
 	// that never reached them) must not have w look every round trip.
-	underWay := r.tally.ok > w.free
-	w.free = r.tally.ok
+	underWay := ok > w.free
+	w.free = ok
 	if underWay {
 		f.hint = max(time.Since(sent), time.Millisecond)
-		return f
+		return -1, f
 	}
 	// The key held, but by no token on a majority: a split vote's grants
 	// on their way out, whose take-back wakes nobody; look again within
@@ -63,15 +103,24 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 	// A holder on a bare majority with a node silent looks the same: each
 	// such look in a row doubles the bound, so that a long holding costs a
 	// few looks, not one every two rounds.
-	if splitSeen(r, c.quorum()) {
+	if slices.ContainsFunc(rs, func(r *round) bool { return splitSeen(r, c.quorum()) }) {
 		f.hint = jitter(time.Microsecond, 2*time.Since(sent)<<min(w.splits, 20)+time.Microsecond)
 		w.splits++
-		return f
+		return -1, f
 	}
 	w.splits = 0
-	// First where the key is held: look again when the holder's keys are
-	// gone at the latest. Free where another is first: when that waiter's
-	// place lapses, should it be gone.
+	for _, r := range rs {
+		f.hint = sooner(f.hint, lookHint(r, w))
+	}
+	return -1, f
+}
+
+// lookHint is when w should look again after a look's round r at the
+// latest (0: no bound): first where the key is held, when the holder's
+// keys are gone; free where another is first, when that waiter's place
+// lapses, should it be gone.
+func lookHint(r *round, w *waiter) time.Duration {
+	var hint time.Duration
 	for _, res := range r.results {
 		var d time.Duration
 		switch {
@@ -82,12 +131,9 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) tryFa
 		default:
 			continue
 		}
-		d += time.Millisecond
-		if f.hint == 0 || d < f.hint {
-			f.hint = d
-		}
+		hint = sooner(hint, d+time.Millisecond)
 	}
-	return f
+	return hint
 }
 
 // splitSeen reports whether a look found the key held on some node while

@@ -77,7 +77,7 @@ func TestMultiLockTryLockRespectsQueue(t *testing.T) {
 		require.NoError(t, err)
 		w := b.hand.join(b.target("b"))
 		defer b.hand.leave(w)
-		f := b.pollQueue(ctx, &lc, w) // a place in b's queue on every node, the key free
+		_, f := b.pollQueue(ctx, &lc, w) // a place in b's queue on every node, the key free
 		require.Nil(t, f.r, "the waiter is first with the key free: it may attempt")
 		synctest.Wait()
 

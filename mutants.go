@@ -26,6 +26,9 @@ const (
 	// mutObserveStuck: Election.Observe hands over its first leader, and
 	// never a newer one.
 	mutObserveStuck
+	// mutSemaphoreSweeps: a semaphore's Acquire sweeps the slots between
+	// strategy delays instead of waiting in line (before issue 28).
+	mutSemaphoreSweeps
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -150,7 +150,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 
 // TestEventAttemptCountsAttempts: Event.Attempt numbers a Lock call's
 // attempts only, not the looks at the wait queue a queued Lock makes
-// between them; a semaphore numbers its sweeps.
+// between them; a semaphore's sweep is one attempt, at each slot.
 func TestEventAttemptCountsAttempts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
@@ -185,23 +185,39 @@ func TestEventAttemptCountsAttempts(t *testing.T) {
 		}
 		require.Equal(t, []int{1, 2}, numbers, "the refused first attempt, then the one the release woke")
 
+		// A semaphore's waiter: one sweep (one attempt per slot), then looks
+		// at every slot's queue, and the attempt its turn brings.
 		rec = &recorder{}
-		s, err := newTestClient(t, fakes, WithObserver(rec.Observe)).Semaphore("s", 1)
+		s, err := newTestClient(t, fakes, WithObserver(rec.Observe)).Semaphore("s", 2)
 		require.NoError(t, err)
-		p, err := holder.Semaphore("s", 1)
+		p, err := holder.Semaphore("s", 2)
 		require.NoError(t, err)
-		permit, err := p.TryAcquire(t.Context())
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-		defer cancel()
-		_, err = s.Acquire(ctx)
-		require.ErrorIs(t, err, ErrNotObtained)
-		numbers = nil
-		for i, e := range rec.snapshot() {
-			require.Equal(t, i+1, e.Attempt, "sweep %d", i+1)
-			numbers = append(numbers, e.Attempt)
+		var permits []*Lock
+		for range 2 {
+			permit, err := p.TryAcquire(t.Context())
+			require.NoError(t, err)
+			permits = append(permits, permit)
 		}
-		require.Greater(t, len(numbers), 2, "the semaphore swept %d times", len(numbers))
+		looks.Store(0)
+		go func() {
+			w, err := s.Acquire(t.Context())
+			if err == nil {
+				err = w.Unlock(t.Context())
+			}
+			got <- err
+		}()
+		time.Sleep(time.Second)
+		require.NoError(t, permits[1].Unlock(t.Context()))
+		require.NoError(t, <-got)
+		require.Greater(t, looks.Load(), int32(3), "the waiter did not look at the queues between its attempts")
+		numbers = nil
+		for _, e := range rec.snapshot() {
+			if e.Kind == EventAcquire {
+				numbers = append(numbers, e.Attempt)
+			}
+		}
+		require.Equal(t, []int{1, 1, 2}, numbers, "the refused sweep (two slots), then the attempt its turn brought")
+		permit := permits[0]
 		require.NoError(t, permit.Unlock(t.Context()))
 	})
 }

@@ -19,12 +19,13 @@ import (
 // admit P (docs/semaphore.md has the counterexample).
 //
 // Acquire tries the slots in a random order, so that holders spread over
-// them, and waits between sweeps by the retry strategy. Waiters are not
-// queued: a sweep may take a slot freed while another waiter slept.
+// them; when every slot is held, it waits in line with the other waiters,
+// in every slot's wait queue at once, and is served in its turn.
 type Semaphore struct {
 	c       *Client
 	permits int
 	keys    []string // the slots' lock keys
+	wait    target   // a waiter's: every slot (see target.slots)
 	lc      lockConfig
 }
 
@@ -55,9 +56,12 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) (*Semaphore
 	}
 	lc.sweeping = true
 	s := &Semaphore{c: c, permits: permits, lc: lc, keys: make([]string, permits)}
+	s.wait = target{key: "sem:" + name, slots: make([]target, permits)}
 	for i := range s.keys {
 		s.keys[i] = slotKey(name, i)
+		s.wait.slots[i] = c.target(s.keys[i])
 	}
+	s.wait.rkey = s.wait.slots[0].rkey
 	return s, nil
 }
 
@@ -72,7 +76,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
 	if err := s.c.checkOpen(); err != nil {
 		return nil, err
 	}
-	l, qerr := s.sweep(ctx, &s.lc, 1)
+	l, qerr := s.c.sweep(ctx, s.wait.slots, &s.lc, 1)
 	if qerr != nil {
 		return nil, qerr
 	}
@@ -80,24 +84,29 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
 }
 
 // Acquire takes a permit, waiting as long as ctx allows: it sweeps the
-// slots, and after a sweep that found every slot held waits as the retry
-// strategy says (by default a random 10–200 ms), never longer than the
-// earliest a held slot's keys run out. Errors are those of
-// [Client.Lock].
+// slots, and if every slot is held, waits in line: one place in the wait
+// queue of every slot, so that waiters are served in the order they came,
+// each from whichever slot frees first (its release wakes the first
+// waiter). Errors are those of [Client.Lock].
 func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 	return s.acquire(ctx, &s.lc)
 }
 
 func (s *Semaphore) acquire(ctx context.Context, lc *lockConfig) (*Lock, error) {
-	return s.c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return s.sweep(ctx, lc, n) })
+	if mutated(mutSemaphoreSweeps) {
+		return s.c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return s.c.sweep(ctx, s.wait.slots, lc, n) })
+	}
+	return s.c.lockQueued(ctx, s.wait, lc)
 }
 
-// sweep tries every slot once, in a random order: attempt n.
-func (s *Semaphore) sweep(ctx context.Context, lc *lockConfig, n int) (*Lock, *QuorumError) {
+// sweep tries the slots once each, in a random order, until one is
+// granted: attempt n of a semaphore's Acquire, not queued. A slot whose
+// queue has a live first waiter refuses it (others wait for a permit).
+func (c *Client) sweep(ctx context.Context, slots []target, lc *lockConfig, n int) (*Lock, *QuorumError) {
 	var last *QuorumError
 	var soonest time.Duration
-	for _, i := range rand.Perm(s.permits) {
-		l, qerr := s.c.attempt(ctx, s.c.target(s.keys[i]), lc, n, nil)
+	for _, i := range rand.Perm(len(slots)) {
+		l, qerr := c.attempt(ctx, slots[i], lc, n, nil)
 		if qerr == nil {
 			return l, nil
 		}

@@ -105,13 +105,18 @@ func overlap(a, b []string) bool {
 // within the retry strategy's longest delay (200 ms). On the read-write
 // lock's key, a reader may join readers while others wait (the readers
 // ahead of a writer enter together), but not while a writer waits; a
-// reader is no re-entry. Callers hold s.mu.
+// reader is no re-entry. A semaphore's permit ("sem:s") may not be taken
+// at a sweep while another waits for one. Callers hold s.mu.
 func (s *simRun) jumped() []string {
 	var v []string
 	settle := s.ttl / 10
 	for _, b := range s.direct {
 		for _, k := range b.keys {
-			if !slices.Contains(simKeys, k) && k != "rw:d" || !b.reader && s.heldAt(k, b.took) || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took) {
+			// A permit's sweep is the acquire script, which reads each
+			// slot's queue: no exclusions.
+			switch {
+			case k == "sem:s":
+			case !slices.Contains(simKeys, k) && k != "rw:d" || !b.reader && s.heldAt(k, b.took) || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took):
 				continue
 			}
 			i := slices.IndexFunc(s.waits, func(w simWait) bool {
@@ -233,6 +238,15 @@ type simGap struct {
 // freeGaps returns the stretches of [w.from, to] in which none of w's keys
 // was occupied; callers hold s.mu.
 func (s *simRun) freeGaps(w simWait, to time.Time) []simGap {
+	if slices.Equal(w.keys, []string{"sem:s"}) {
+		// A permit's waiter waits while every slot is occupied: its gaps
+		// are those of any slot.
+		var gaps []simGap
+		for _, slot := range []string{"sem:s:0", "sem:s:1"} {
+			gaps = append(gaps, s.freeGaps(simWait{keys: []string{slot}, from: w.from}, to)...)
+		}
+		return gaps
+	}
 	var occ []simGap
 	var before *simHolding // the last holding of its keys to end before w.from
 	for _, k := range w.keys {

@@ -106,6 +106,7 @@ var mutants = []mutant{
 	{name: "calls dropped when the caller cancels after a majority (stop 23's bug)", code: mutCallsAttached},
 	{name: "Leader overlooks the announcement it read", code: mutLeaderBlind},
 	{name: "Observe hands over its first leader and no newer one", code: mutObserveStuck},
+	{name: "a semaphore's Acquire sweeps between delays instead of waiting in line", code: mutSemaphoreSweeps},
 	// A canary: the library is right, the drift bound is not (every node's
 	// clock 10 drift factors fast, keys expire 9% early).
 	{name: "canary: node clocks beyond the drift factor", clock: 1 + 10*defaultDriftFactor},

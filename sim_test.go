@@ -189,6 +189,9 @@ func (s *simRun) observe(c string) Observer {
 			guarded := !e.Queued.IsZero() && s.guardedSince(e.Queued)
 			s.mu.Lock()
 			keys := strings.Fields(e.Key) // the simulator's keys hold no space
+			if strings.HasPrefix(e.Key, "sem:s:") {
+				keys = append(keys, "sem:s") // a permit: its slots are one resource, served in order
+			}
 			if !e.Queued.IsZero() {
 				s.served = append(s.served, simServed{keys: keys, reader: e.Read, client: c, queued: e.Queued, took: now, guarded: guarded})
 			} else {

@@ -72,7 +72,9 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			}
 		case 7:
 			if sem, err := c.Semaphore("s", 2, opts...); err == nil {
+				from := time.Now()
 				l, err := sem.Acquire(ctx)
+				s.noteWait([]string{"sem:s"}, who+"(permit)", from, err)
 				got(who+"(permit)", l, err, false)
 			}
 		case 8:

@@ -17,6 +17,11 @@ type target struct {
 	keys  []string  // a multi-key lock's keys as given; nil for one key
 	rkeys []string  // a multi-key lock's Redis keys (sorted); nil for one key
 	mode  wire.Mode // the primitive's scripts: a mutex's, a set's, a read-write lock's side
+	// slots, for a semaphore's waiter, are the targets of its slots: a
+	// holder holds one of them (a lock of its own), and a waiter has one
+	// place in the queue of each, so that it is served from whichever
+	// frees first. The waiter's own target is never attempted as it is.
+	slots []target
 }
 
 // target is the target of a lock on one key.
@@ -49,16 +54,36 @@ func (t *target) takesFence() bool { return !t.reader() }
 
 // eachQueueKey calls f with each Redis key in whose wait queue a waiter
 // for the target takes its place: a set's waiter has one place (one ID,
-// one ticket) in every key's queue.
+// one ticket) in every key's queue, a semaphore's in every slot's.
 func (t *target) eachQueueKey(f func(rkey string)) {
-	if t.multiKey() {
-		for _, k := range t.rkeys {
-			f(k)
+	t.eachQueueTarget(func(q target) {
+		if q.multiKey() {
+			for _, k := range q.rkeys {
+				f(k)
+			}
+			return
 		}
+		f(q.rkey)
+	})
+}
+
+// eachQueueTarget calls f with each target whose queue op a waiter for t
+// sends: t itself (a set's op covers every key), or each of a semaphore's
+// slots (which a Cluster holds in different hash slots: one op each).
+func (t *target) eachQueueTarget(f func(target)) {
+	if t.slots == nil {
+		f(*t)
 		return
 	}
-	f(t.rkey)
+	for _, st := range t.slots {
+		f(st)
+	}
 }
+
+// choosesSlot reports whether a waiter for the target attempts whichever
+// of its slots a look found it first on (a semaphore's), rather than the
+// target itself: a wake then calls for a look first.
+func (t *target) choosesSlot() bool { return t.slots != nil }
 
 // eachHeldKey calls f with each Redis key a holder of the target holds,
 // whose wait queue its release hands over: none for a reader.

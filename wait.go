@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -22,12 +23,6 @@ func (c *Client) tryLock(ctx context.Context, t target, lc *lockConfig) (*Lock, 
 	return l, nil
 }
 
-// lockUnqueued waits for t without a place in a wait queue (a multi-key
-// lock, a reader): attempts, paced by retrying.
-func (c *Client) lockUnqueued(ctx context.Context, t target, lc *lockConfig) (*Lock, error) {
-	return c.retrying(ctx, lc, func(n int) (*Lock, *QuorumError) { return c.attempt(ctx, t, lc, n, nil) })
-}
-
 // lockQueued is Lock's loop. Each try is an attempt or, for a queued
 // Lock that is not known to be first, a look at the queue (which goes on
 // to an attempt when it finds the Lock first and the key free); the retry
@@ -37,7 +32,7 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	s := &waitLoop{c: c, ctx: ctx, t: t, lc: lc}
+	s := &waitLoop{c: c, ctx: ctx, t: t, lc: lc, slot: -1}
 	defer s.forgetPlace()
 	attemptNext := !s.queueAtOnce()
 	for ended := false; ; {
@@ -59,6 +54,8 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 		if attemptNext, ended = s.sleepUntilNext(); ended {
 			return s.l, s.err
 		}
+		// A semaphore's waiter, woken, looks which slot it may take.
+		attemptNext = attemptNext && !t.choosesSlot()
 	}
 }
 
@@ -69,6 +66,7 @@ type waitLoop struct {
 	t        target
 	lc       *lockConfig
 	w        *waiter       // our place in the queue, once we have one
+	slot     int           // a semaphore's: the slot the last look found w first on, −1 none
 	tries    int           // failed tries: attempts and looks at the queue
 	attempts int           // attempts made, for observers (Event.Attempt)
 	last     tryFailure    // the last failed try
@@ -111,7 +109,8 @@ func (s *waitLoop) giveUp(cause error) (ended bool) {
 // lookAtQueue looks at the queue, and reports whether the Lock is first
 // there with the key free.
 func (s *waitLoop) lookAtQueue() (first, ended bool) {
-	f := s.c.pollQueue(s.ctx, s.lc, s.w)
+	slot, f := s.c.pollQueue(s.ctx, s.lc, s.w)
+	s.slot = slot
 	if f.fatal() {
 		if f.cause != nil && s.last.valid() {
 			return false, s.giveUp(f.cause) // the last attempt says more
@@ -136,7 +135,7 @@ func (s *waitLoop) lookAtQueue() (first, ended bool) {
 // once.
 func (s *waitLoop) tryOnce() (again, ended bool) {
 	s.attempts++
-	l, e := s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
+	l, e := s.attemptNow()
 	if e == nil {
 		s.l = l
 		return false, true
@@ -160,7 +159,7 @@ func (s *waitLoop) tryOnce() (again, ended bool) {
 	}
 	s.asked = true
 	s.w = s.c.hand.join(s.t)
-	f = s.c.pollQueue(s.ctx, s.lc, s.w)
+	s.slot, f = s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.r == nil && f.cause == nil {
 		return true, false
 	}
@@ -172,6 +171,28 @@ func (s *waitLoop) tryOnce() (again, ended bool) {
 	}
 	s.last.hint = sooner(s.last.hint, f.hint)
 	return false, false
+}
+
+// attemptNow makes the Lock's next attempt: at its target; for a
+// semaphore's waiter, at the slot its last look found it first on, or,
+// before it has a place, at each slot in turn until one is granted (a
+// sweep); a waiter that holds one leaves the other slots' queues.
+func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
+	if !s.t.choosesSlot() {
+		return s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
+	}
+	if s.slot < 0 {
+		return s.c.sweep(s.ctx, s.t.slots, s.lc, s.attempts)
+	}
+	slot := s.slot
+	s.slot = -1
+	l, e := s.c.attempt(s.ctx, s.t.slots[slot], s.lc, s.attempts, s.w)
+	if e == nil {
+		others := s.t
+		others.slots = slices.Delete(slices.Clone(s.t.slots), slot, slot+1)
+		s.c.leaveOn(s.ctx, s.c.nodes, others, &s.w.Place, s.lc.ttl)
+	}
+	return l, e
 }
 
 // sleepUntilNext waits for the next try as the strategy says, no longer
@@ -232,7 +253,9 @@ func ctxEnd(err error) bool {
 // retrying runs try (given the attempt's number) until it succeeds, fails
 // for good (ctx ended, or no majority possible) or the retry strategy
 // gives up, sleeping between tries as the strategy says, never longer than
-// the failure's retryAfter.
+// the failure's retryAfter. It is the unqueued wait that sets, readers and
+// semaphores had before they queued (issue 28); only the mutant that
+// gives the semaphore its old wait back uses it now.
 func (c *Client) retrying(ctx context.Context, lc *lockConfig, try func(n int) (*Lock, *QuorumError)) (*Lock, error) {
 	if err := c.checkOpen(); err != nil {
 		return nil, err
