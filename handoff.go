@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +44,7 @@ type handoff struct {
 }
 
 type waitQueue struct {
+	rkey         string
 	waiters      map[string]*waiter  // this Client's, by ID
 	holder       *Lock               // this Client's lock on the key, until its release
 	lastReleased string              // token of this Client's last release of the key
@@ -67,6 +67,13 @@ type waiter struct {
 	// splits: looks in a row that found the key held by no token on a
 	// majority (see pollQueue)
 	splits int
+
+	// Guarded by the handoff's mu (notice.go):
+	woke        string               // the key whose release last woke it
+	readersLeft int                  // a writer's: nodes that said their last reader left, since its last attempt
+	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since
+	mustLook    bool                 // a set's: woken while blocked was not empty
+	freed       map[string]time.Time // a set's: when each key's release last reached it
 }
 
 // judgeReply is a poll's judge: for if w is first and the key free,
@@ -163,7 +170,7 @@ func (h *handoff) join(t target) *waiter {
 func (h *handoff) queue(rkey string) *waitQueue {
 	q := h.queues[rkey]
 	if q == nil {
-		q = &waitQueue{waiters: map[string]*waiter{}}
+		q = &waitQueue{rkey: rkey, waiters: map[string]*waiter{}}
 		h.queues[rkey] = q
 	}
 	return q
@@ -197,155 +204,6 @@ func (h *handoff) acquired(rkey string, l *Lock) {
 	if q := h.queues[rkey]; q != nil {
 		q.holder = l
 	}
-}
-
-// released handles this Client's release of rkey: heads are the first
-// waiters the nodes that answered named (none: no queue). The waiter a
-// majority of nodes named is woken if it is this Client's; a waiter named
-// by fewer may be first only where the new holder's attempt came in ahead
-// of this release, and would attempt in vain.
-func (h *handoff) released(rkey, token string, heads []string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	q := h.queues[rkey]
-	if q == nil {
-		if len(heads) == 0 {
-			return
-		}
-		q = h.queue(rkey)
-	}
-	if q.holder != nil && q.holder.token == token {
-		q.holder = nil
-	}
-	q.lastReleased = token
-	q.lastWoken = q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
-	h.forget(rkey, q)
-}
-
-// notice handles a wake-up published by a node: the key, the released
-// token and the first waiter's ID, NUL-separated. When a majority of nodes
-// have announced the release of the same token to this Client, the lock
-// can be had: the waiter a majority of them named is woken. Waking at the first
-// notice would send the attempt while most nodes still hold the key; a
-// competitor releasing a partial grant publishes nothing.
-func (h *handoff) notice(_, payload string) {
-	// Tokens and IDs hold no NUL; a key might.
-	j := strings.LastIndexByte(payload, 0)
-	if j < 0 {
-		return
-	}
-	i := strings.LastIndexByte(payload[:j], 0)
-	if i < 0 {
-		return
-	}
-	rkey, token, head := payload[:i], payload[i+1:j], payload[j+1:]
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	q := h.queues[rkey]
-	if q == nil || q.holder != nil && q.holder.live() && q.holder.token != token || token == q.lastReleased && head == q.lastWoken {
-		// Nobody waits, we hold it, or our own release's first waiter,
-		// woken by Unlock (its other notices name the readers after the
-		// first, and may come before Unlock has returned).
-		// A lock of ours that ended unreleased (expired while its holder
-		// worked on, or was paused) holds nothing: others may have held
-		// the key since, and their releases are news.
-		return
-	}
-	if token == wire.ReadersLeft {
-		// The last reader of a read-write lock left one node. Each node's
-		// last reader may be another, so no token gathers a majority:
-		// each such notice wakes the waiter named (an attempt that finds
-		// readers left on a majority costs one refused round).
-		q.wakeNamed([]string{head}, 1, h.c.cfg.lease)
-		return
-	}
-	named, seen := q.notices[token]
-	if !seen {
-		q.remember(token)
-	}
-	named = append(named, head)
-	q.notices[token] = named
-	if count(named, head) == h.c.quorum() { // once: this notice made the majority
-		// A writer's release names every reader at the front, each in a
-		// notice of its own: wake the one this notice names.
-		q.contended = time.Now().Add(h.c.cfg.lease)
-		q.wake(q.waiters[head])
-	}
-}
-
-// keptReleases bounds the releases a queue keeps the notices of: a
-// release's notices come within a round trip of each other, while 64 other
-// releases of the key take many.
-const keptReleases = 64
-
-// remember makes room for the notices of the release of token, forgetting
-// the oldest release's once keptReleases are kept. (Forgetting them all at
-// once would lose the first notices of a release still coming in: its
-// waiter, never woken, would sleep until its next look.)
-func (q *waitQueue) remember(token string) {
-	if q.notices == nil {
-		q.notices = make(map[string][]string)
-	}
-	if len(q.noticed) == keptReleases {
-		delete(q.notices, q.noticed[0])
-		q.noticed = append(q.noticed[:0], q.noticed[1:]...)
-	}
-	q.noticed = append(q.noticed, token)
-}
-
-// wakeNamed wakes this Client's waiter that at least quorum of heads name,
-// if any; with no head named at all, the first of this Client's waiters
-// (one that has not joined the nodes' queues yet). It notes whether others
-// wait, and returns the ID of the waiter it woke ("" if none).
-func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) string {
-	var w *waiter
-	if len(heads) > 0 {
-		q.contended = time.Now().Add(lease)
-		w = q.waiters[namedBy(heads, quorum)]
-	} else {
-		q.contended = time.Time{}
-		for _, x := range q.waiters {
-			if w == nil || x.Ticket < w.Ticket {
-				w = x
-			}
-		}
-	}
-	q.wake(w)
-	if w == nil {
-		return ""
-	}
-	return w.ID
-}
-
-// wake wakes w, if not nil; a wake is kept until w looks.
-func (q *waitQueue) wake(w *waiter) {
-	if w != nil {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// namedBy returns the ID that at least quorum of ids name, "" if none.
-func namedBy(ids []string, quorum int) string {
-	for _, id := range ids {
-		if count(ids, id) >= quorum {
-			return id
-		}
-	}
-	return ""
-}
-
-// count returns how many of ids are id.
-func count(ids []string, id string) int {
-	n := 0
-	for _, x := range ids {
-		if x == id {
-			n++
-		}
-	}
-	return n
 }
 
 // close stops the subscriptions and waits for them.

@@ -42,6 +42,9 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	if !w.t.choosesSlot() {
 		r := c.send(ctx, c.lookRequest(w, w.t, lc))
 		r.finish(&c.bg, nil)
+		if w.t.multiKey() {
+			c.hand.block(w, heldKeys(r, w.t.rkeys), sent)
+		}
 		return c.judgeLook(w, sent, r)
 	}
 	// A semaphore's waiter looks at every slot's queue at once: one batch
@@ -134,6 +137,31 @@ func lookHint(r *round, w *waiter) time.Duration {
 		hint = sooner(hint, d+time.Millisecond)
 	}
 	return hint
+}
+
+// heldKeys returns the keys of a set (rkeys) that its look r found it
+// waiting for (held, or another waiter first) on a majority of the nodes
+// that answered: a look ends at its decision, and a key held on a bare
+// majority of the nodes may show on fewer of those that answered by then.
+// (A key counted that is not held costs a look before the set's next
+// attempt; one missed, an attempt in vain.)
+func heldKeys(r *round, rkeys []string) []string {
+	var held []string
+	for i, k := range rkeys {
+		n, answered := 0, 0
+		for _, res := range r.results {
+			if res.Answered && res.Status != wire.StatusFailed {
+				answered++
+				if res.Waits&(1<<i) != 0 {
+					n++
+				}
+			}
+		}
+		if 2*n > answered {
+			held = append(held, k)
+		}
+	}
+	return held
 }
 
 // splitSeen reports whether a look found the key held on some node while

@@ -98,8 +98,8 @@ func overlap(a, b []string) bool {
 // the attempt started (its place had reached every node: two node
 // timeouts), and went on waiting for, with no fault under way: the
 // reservation of a free key for its queue (wire.Reserved) keeps such
-// attempts out. Not counted: re-entry (the key was held, by the acquirer
-// itself, when it was granted), a restart guard's refusals, and a key left
+// attempts out. Not counted: a holder's re-entry (its own token), a
+// restart guard's refusals, and a key left
 // to expire (a cooldown's, a holding that ended unreleased) shortly
 // before: it is free without a reservation until a waiter's next look,
 // within the retry strategy's longest delay (200 ms). On the read-write
@@ -116,7 +116,7 @@ func (s *simRun) jumped() []string {
 			// slot's queue: no exclusions.
 			switch {
 			case k == "sem:s":
-			case !slices.Contains(simKeys, k) && k != "rw:d" || !b.reader && s.heldAt(k, b.took) || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took):
+			case b.reentry || !slices.Contains(simKeys, k) && k != "rw:d" || s.expiredNear(k, b.queued.Add(-settle-200*time.Millisecond), b.took):
 				continue
 			}
 			i := slices.IndexFunc(s.waits, func(w simWait) bool {
@@ -250,7 +250,7 @@ func (s *simRun) freeGaps(w simWait, to time.Time) []simGap {
 	var occ []simGap
 	var before *simHolding // the last holding of its keys to end before w.from
 	for _, k := range w.keys {
-		for _, o := range s.occupied(k, w.from, 0) {
+		for _, o := range s.occupied(k, w, 0) {
 			switch {
 			case o.from.Before(to) && o.to.After(w.from):
 				occ = append(occ, o)
@@ -276,13 +276,13 @@ func (s *simRun) freeGaps(w simWait, to time.Time) []simGap {
 	return gaps
 }
 
-// occupied returns the stretches in which key was occupied, each with the
-// holding whose end ended it: held (to when its holder gave it up), or
-// kept for a set whose Lock call began by `before` and that waited for
-// key and for another key occupied meanwhile (a set is first in each of
-// its keys' queues, and a free key stays Reserved for it while it waits
-// for the others). depth bounds the chain of such sets.
-func (s *simRun) occupied(key string, before time.Time, depth int) []simGap {
+// occupied returns the stretches in which key was occupied for the wait
+// w, each with the holding whose end ended it: held (to when its holder
+// gave it up), or kept for a set that waited ahead of w (see ahead) for key
+// and for another key occupied meanwhile (a set is first in each of its
+// keys' queues, and a free key stays Reserved for it while it waits for
+// the others). depth bounds the chain of such sets.
+func (s *simRun) occupied(key string, w simWait, depth int) []simGap {
 	var occ []simGap
 	for i := range s.holdings {
 		h := &s.holdings[i]
@@ -293,22 +293,40 @@ func (s *simRun) occupied(key string, before time.Time, depth int) []simGap {
 	if depth == 3 {
 		return occ
 	}
-	for _, w := range s.waits {
-		if len(w.keys) < 2 || !slices.Contains(w.keys, key) || w.from.After(before) {
+	for _, set := range s.waits {
+		if len(set.keys) < 2 || !slices.Contains(set.keys, key) || !ahead(set, w) {
 			continue
 		}
-		for _, k := range w.keys {
+		for _, k := range set.keys {
 			if k == key {
 				continue
 			}
-			for _, o := range s.occupied(k, w.from, depth+1) {
-				if from, to := latest(o.from, w.from), earliest(o.to, w.to); from.Before(to) {
+			for _, o := range s.occupied(k, set, depth+1) {
+				if from, to := latest(o.from, set.from), earliest(o.to, set.to); from.Before(to) {
 					occ = append(occ, simGap{from, to, o.after})
 				}
 			}
 		}
 	}
 	return occ
+}
+
+// ahead reports whether the wait a may have queued ahead of the wait b:
+// by their tickets when both are known (equal tickets, of two Clients in
+// one µs, are ordered by waiter IDs, which the simulator does not keep). A
+// ticket is known from an attempt made from the place (Event.Queued); a
+// wait that only looked has none, and took its place after its call began
+// and before it ended.
+func ahead(a, b simWait) bool {
+	switch {
+	case !a.ticket.IsZero() && !b.ticket.IsZero():
+		return !a.ticket.After(b.ticket)
+	case a.ticket.IsZero() && !b.ticket.IsZero():
+		return !a.from.After(b.ticket)
+	case a.ticket.IsZero():
+		return !a.from.After(b.to)
+	}
+	return !a.ticket.After(b.to)
 }
 
 func latest(a, b time.Time) time.Time {

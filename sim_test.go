@@ -142,6 +142,7 @@ type simWait struct {
 	reader   bool // an RLock's
 	who      string
 	from, to time.Time
+	ticket   time.Time // its place's, if it queued (zero if not)
 	failed   bool
 	// guarded: some Client's restart guard refused a node's grants while
 	// it waited (a Client learns of a restart when it next hears from the
@@ -174,6 +175,7 @@ type simSeen struct {
 type simServed struct {
 	keys         []string
 	reader       bool // a read-write lock's reader: readers ahead of a writer enter together
+	reentry      bool // a holder's re-entry (its own token)
 	client       string
 	queued, took time.Time
 	guarded      bool // a restart guard refused grants meanwhile (see simWait)
@@ -184,6 +186,9 @@ type simServed struct {
 // with -sim.seed logs each round, with each node's answer.
 func (s *simRun) observe(c string) Observer {
 	return func(e Event) {
+		if t, ok := e.Context.Value(simTicket{}).(*time.Time); ok && e.Kind == EventAcquire && !e.Queued.IsZero() {
+			*t = e.Queued
+		}
 		if e.Kind == EventAcquire && e.Err == nil {
 			now := time.Now()
 			guarded := !e.Queued.IsZero() && s.guardedSince(e.Queued)
@@ -195,7 +200,8 @@ func (s *simRun) observe(c string) Observer {
 			if !e.Queued.IsZero() {
 				s.served = append(s.served, simServed{keys: keys, reader: e.Read, client: c, queued: e.Queued, took: now, guarded: guarded})
 			} else {
-				s.direct = append(s.direct, simServed{keys: keys, reader: e.Read, client: c, queued: now.Add(-e.Duration), took: now})
+				reentry := e.Context.Value(simReentry{}) != nil
+				s.direct = append(s.direct, simServed{keys: keys, reader: e.Read, reentry: reentry, client: c, queued: now.Add(-e.Duration), took: now})
 			}
 			s.mu.Unlock()
 		}

@@ -29,6 +29,8 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		}
 		hold := time.Duration(rng.Int64N(int64(s.ttl)))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Int64N(int64(3*s.ttl))))
+		ticket := new(time.Time) // the Lock call's place, once it has one (the observer's)
+		ctx = context.WithValue(ctx, simTicket{}, ticket)
 		got := func(who string, l *Lock, err error, reader bool) {
 			cancel()
 			s.holdFor(who, l, err, reader, hold, rng)
@@ -42,9 +44,9 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		case 3, 4:
 			from := time.Now()
 			l, err := c.Lock(ctx, key, opts...)
-			s.noteWait([]string{key}, who, from, err)
+			s.noteWait([]string{key}, who, false, from, *ticket, err)
 			if err == nil && rng.IntN(4) == 0 { // the holder re-enters: the same token, the TTL refreshed
-				if again, err := c.TryLock(ctx, key, append(opts, WithToken(l.Token()))...); err == nil {
+				if again, err := c.TryLock(context.WithValue(ctx, simReentry{}, true), key, append(opts, WithToken(l.Token()))...); err == nil {
 					got(who+"(again)", again, nil, false)
 					break
 				}
@@ -55,7 +57,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			if m, err := c.MultiLock([]string{key, other}, opts...); err == nil {
 				from := time.Now()
 				l, err := m.Lock(ctx)
-				s.noteWait([]string{key, other}, who+"(set)", from, err)
+				s.noteWait([]string{key, other}, who+"(set)", false, from, *ticket, err)
 				got(who+"(set)", l, err, false)
 			}
 		case 6:
@@ -63,18 +65,18 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			from := time.Now()
 			if err == nil && rng.IntN(2) == 0 {
 				l, err := m.RLock(ctx)
-				s.noteRWWait(who+"(read)", true, from, err)
+				s.noteWait([]string{"rw:d"}, who+"(read)", true, from, *ticket, err)
 				got(who+"(read)", l, err, true)
 			} else if err == nil {
 				l, err := m.Lock(ctx)
-				s.noteRWWait(who+"(write)", false, from, err)
+				s.noteWait([]string{"rw:d"}, who+"(write)", false, from, *ticket, err)
 				got(who+"(write)", l, err, false)
 			}
 		case 7:
 			if sem, err := c.Semaphore("s", 2, opts...); err == nil {
 				from := time.Now()
 				l, err := sem.Acquire(ctx)
-				s.noteWait([]string{"sem:s"}, who+"(permit)", from, err)
+				s.noteWait([]string{"sem:s"}, who+"(permit)", false, from, *ticket, err)
 				got(who+"(permit)", l, err, false)
 			}
 		case 8:
@@ -92,21 +94,21 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 	}
 }
 
-// noteWait records a Lock call on keys from from to now, failed or not.
-func (s *simRun) noteWait(keys []string, who string, from time.Time, err error) {
+// noteWait records a Lock call on keys (a reader's, on the read-write
+// lock) from from to now, with its ticket if it queued, failed or not.
+func (s *simRun) noteWait(keys []string, who string, reader bool, from, ticket time.Time, err error) {
 	guarded := s.guardedSince(from)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waits = append(s.waits, simWait{keys: keys, who: who, from: from, to: time.Now(), failed: err != nil, guarded: guarded})
+	s.waits = append(s.waits, simWait{keys: keys, reader: reader, who: who, from: from, ticket: ticket, to: time.Now(), failed: err != nil, guarded: guarded})
 }
 
-// noteRWWait records a Lock or RLock call on the read-write lock "d".
-func (s *simRun) noteRWWait(who string, reader bool, from time.Time, err error) {
-	s.noteWait([]string{"rw:d"}, who, from, err)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.waits[len(s.waits)-1].reader = reader
-}
+// simTicket is the context key of a worker's *time.Time for its Lock
+// call's ticket, which the observer fills in (Event.Queued).
+type simTicket struct{}
+
+// simReentry marks the context of a holder's re-entry (WithToken).
+type simReentry struct{}
 
 // lead campaigns in the run's election for as long as ctx allows, and
 // leads for hold: its term is the holding's fencing token.

@@ -204,14 +204,12 @@ func (l *Lock) releaseIfBehind(ctx context.Context, i int) (then func()) {
 }
 
 // handOver tells the Client's hand-off that the lock has been released
-// (or has ended), with the first waiters its release round named (one
-// key only: a multi-key release wakes through the notices alone).
+// (or has ended), with the first waiters its release round named: of a
+// set's first key that had a queue (its release wakes each key's through
+// the notices; a queue named marks its every key contended).
 func (l *Lock) handOver(heads []string) {
-	if !l.multiKey() {
-		l.c.hand.released(l.rkey, l.token, heads)
-		return
+	if l.reader() && len(heads) == 0 {
+		return // a reader's release names a waiter only when it was the last: it tells nothing of the queue
 	}
-	for _, k := range l.rkeys {
-		l.c.hand.released(k, l.token, nil)
-	}
+	l.eachQueueKey(func(k string) { l.c.hand.released(k, l.token, heads) })
 }

@@ -54,8 +54,16 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 		if attemptNext, ended = s.sleepUntilNext(); ended {
 			return s.l, s.err
 		}
-		// A semaphore's waiter, woken, looks which slot it may take.
-		attemptNext = attemptNext && !t.choosesSlot()
+		if attemptNext && t.multiKey() && s.c.hand.lookFirst(s.w) {
+			attemptNext = false // a set woken by one key may wait for another
+		}
+		if attemptNext && t.choosesSlot() {
+			// A semaphore's waiter, woken, takes the slot whose release
+			// woke it, or looks which it may take.
+			woke := s.c.hand.wokenBy(s.w)
+			s.slot = slices.IndexFunc(t.slots, func(st target) bool { return st.rkey == woke })
+			attemptNext = s.slot >= 0
+		}
 	}
 }
 
@@ -150,6 +158,13 @@ func (s *waitLoop) tryOnce() (again, ended bool) {
 	}
 	s.tries++
 	if s.w != nil {
+		if s.t.multiKey() {
+			// A set learns which of its keys are held, so that a release of
+			// one wakes it only when none is (notice.go).
+			_, f = s.c.pollQueue(s.ctx, s.lc, s.w)
+			s.last.hint = sooner(s.last.hint, f.hint)
+			return f.r == nil && f.cause == nil, false
+		}
 		return false, false
 	}
 	var ok bool
@@ -178,6 +193,9 @@ func (s *waitLoop) tryOnce() (again, ended bool) {
 // before it has a place, at each slot in turn until one is granted (a
 // sweep); a waiter that holds one leaves the other slots' queues.
 func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
+	if s.w != nil {
+		s.c.hand.attempting(s.w)
+	}
 	if !s.t.choosesSlot() {
 		return s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
 	}

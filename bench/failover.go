@@ -275,7 +275,7 @@ func measureFailover(ctx context.Context, e *env, resigns, kills int) (failoverR
 		}
 		row.Condition = cond
 		res.Rows = append(res.Rows, row)
-		logf("7/7 failover, %s: resign → next p50 %s p99 %s; SIGKILL → next p50 %s p99 %s, after the old validity ≥ %s",
+		logf("7/8 failover, %s: resign → next p50 %s p99 %s; SIGKILL → next p50 %s p99 %s, after the old validity ≥ %s",
 			cond, fmtDur(row.ResignP50), fmtDur(row.ResignP99), fmtDur(row.KillP50), fmtDur(row.KillP99), fmtDur(row.AfterValidMin))
 	}
 	return res, nil

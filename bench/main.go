@@ -89,7 +89,7 @@ func main() {
 	flag.StringVar(&c.doc, "doc", "../docs/performance.md", "document whose generated section is replaced")
 	flag.StringVar(&c.charts, "charts", "../docs/bench", "directory for the SVG charts and results.json")
 	flag.BoolVar(&c.write, "write", true, "publish into -doc and -charts")
-	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling,wan,failover); publishes nothing")
+	flag.StringVar(&c.only, "only", "", "run only these measures (comma separated: cycle,throughput,contention,faults,scaling,wan,failover,fairness); publishes nothing")
 	flag.StringVar(&c.match, "match", "", "run only contenders whose name contains this (the floor and bsm/redislock, the references, always run)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write this process's CPU profile to the file")
 	flag.Parse()
@@ -138,7 +138,7 @@ func run(c config) error {
 		Throughput: c.tput, Contention: c.cont, ContentionHold: contentionHold}
 	res.Redis = redisVersion(ctx, e.base.Addr)
 	for _, measure := range []func(context.Context, *env, *results) error{
-		c.cycle, c.throughput, c.contention, c.faults, c.scaling, c.wan, c.failover,
+		c.cycle, c.throughput, c.contention, c.faults, c.scaling, c.wan, c.failover, c.fairness,
 	} {
 		if err := measure(ctx, e, res); err != nil {
 			return err

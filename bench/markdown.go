@@ -30,6 +30,7 @@ func (r *results) markdown(chartDir string) string {
 	r.scalingSection(p, chartDir)
 	r.wanSection(p, chartDir)
 	r.failoverSection(p)
+	r.fairnessSection(p)
 	return b.String()
 }
 
@@ -63,6 +64,7 @@ func (r *results) targets(p func(format string, args ...any)) {
 	}
 	r.targetsLoad(p)
 	r.targetsHandoff(p)
+	r.targetsFairness(p)
 	r.targetsFailover(p)
 }
 
@@ -251,5 +253,44 @@ func (r *results) failoverSection(p func(format string, args ...any)) {
 		for _, x := range f.Rows {
 			p("| %s | %s | %s | %s | %s | %s | %s | %d |\n", x.Condition, fmtDur(x.ResignP50), fmtDur(x.ResignP99), fmtDur(x.KillP50), fmtDur(x.KillP99), fmtSigned(x.AfterValidMin), fmtDur(x.AfterValidP99), x.Early)
 		}
+	}
+}
+
+// targetsFairness: every primitive under contention, against the mutex's
+// gap in the same run.
+func (r *results) targetsFairness(p func(format string, args ...any)) {
+	fname := func(f fairRow) string { return f.Name }
+	for _, f := range r.Fairness {
+		prim, n, _ := strings.Cut(f.Name, ", ")
+		if strings.Contains(n, "permits") { // "semaphore, 2 permits, 4 processes"
+			more, rest, _ := strings.Cut(n, ", ")
+			prim, n = prim+", "+more, rest
+		}
+		mutex, ok := row(r.Fairness, fname, "mutex, "+n)
+		if prim == "mutex" || !ok {
+			continue
+		}
+		order := "in ticket order"
+		if prim == "multi-key" {
+			order += " (sets that overlap)"
+		}
+		p("| %s, %s: attempts per acquisition | ≤ 1.2 | %.2f | | %s |\n", prim, n, f.Attempts, verdict(f.Attempts <= 1.2))
+		p("| %s, %s: acquisitions %s | ≥ 95%% | %.1f%% | | %s |\n", prim, n, order, 100*f.InOrder, verdict(f.InOrder >= 0.95))
+		p("| %s, %s: least-served process ÷ the mean | ≥ 0.5 | %.2f | | %s |\n", prim, n, f.Least, verdict(f.Least >= 0.5))
+		ratio := float64(f.GapP99) / float64(mutex.GapP99)
+		p("| %s, %s: hand-off gap p99 ÷ the mutex's (%s) | ≤ 1.5× | %.2f× (%s) | | %s |\n", prim, n, fmtDur(mutex.GapP99), ratio, fmtDur(f.GapP99), verdict(f.GapP99 > 0 && ratio <= 1.5))
+	}
+}
+
+// fairnessSection is section 8: every primitive under contention.
+func (r *results) fairnessSection(p func(format string, args ...any)) {
+	if len(r.Fairness) == 0 {
+		return
+	}
+	p("\n### 8. Every primitive under contention\n\n")
+	p("4 (or 16) processes (a Client each, 5 nodes, default options) contend, each holding its lock %s and going straight back for it, for %s per primitive per round, interleaved: the **mutex** on one key; **multi-key** sets {a,b,c}, {c,d}, {b,d,e} and the key d alone, one per process in turn; a **semaphore** with 2 permits; a **read-write** lock with writers and readers in turn. Two acquisitions conflict when their keys meet, unless both are readers (a semaphore's permits all conflict). *In order* is the share of acquisitions that no conflicting acquisition with an earlier ticket was served after; the *gap* is from the start of the last release of a conflicting holding, while the acquirer waited, to its Lock returning; *least served* is the process with the fewest acquisitions, ÷ the mean.\n\n", r.ContentionHold.String(), r.Contention)
+	p("| primitive | acquisitions/s | attempts/acquisition | in order | least served ÷ mean | gap p99 | Lock calls that gave up |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, f := range r.Fairness {
+		p("| %s | %.0f | %.2f | %.1f%% | %.2f | %s | %d |\n", f.Name, f.PerSec, f.Attempts, 100*f.InOrder, f.Least, fmtDur(f.GapP99), f.Errors)
 	}
 }

@@ -27,7 +27,7 @@ func (c config) cycle(ctx context.Context, e *env, res *results) error {
 		return nil
 	}
 	uncontended := c.uncontended()
-	logf("1/7 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
+	logf("1/8 uncontended cycles: %d contenders × %d rounds × %d cycles", len(uncontended), c.rounds, c.cycles)
 	cyc, err := measureCycles(ctx, e, uncontended, c.rounds, c.cycles, "cycle")
 	if err != nil {
 		return err
@@ -41,7 +41,7 @@ func (c config) throughput(ctx context.Context, e *env, res *results) error {
 		return nil
 	}
 	uncontended := c.uncontended()
-	logf("2/7 throughput: %d contenders × %d rounds × %s, 32 goroutines", len(uncontended), c.tputRounds, c.tput)
+	logf("2/8 throughput: %d contenders × %d rounds × %s, 32 goroutines", len(uncontended), c.tputRounds, c.tput)
 	tp, err := measureThroughput(ctx, e, uncontended, c.tputRounds, c.tput, 32)
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func (c config) throughput(ctx context.Context, e *env, res *results) error {
 		floorContender(), redislockContender(), redsyncContender(5, false), bareContender(5),
 		redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
 	})
-	logf("2/7 throughput: %d contenders × %d rounds × %s, 256 goroutines", len(many), c.tputRounds, c.tput)
+	logf("2/8 throughput: %d contenders × %d rounds × %s, 256 goroutines", len(many), c.tputRounds, c.tput)
 	tp, err = measureThroughput(ctx, e, many, c.tputRounds, c.tput, 256)
 	if err != nil {
 		return err
@@ -76,13 +76,13 @@ func (c config) contention(ctx context.Context, e *env, res *results) error {
 		{contender: redlockContender(5, ""), Workers: 16},
 		{contender: redlockContender(5, ""), Workers: 16, Shared: true},
 	}
-	logf("3/7 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
+	logf("3/8 contention: %d contenders × %d rounds × %s", len(contention), c.contRounds, c.cont)
 	ho, err := measureContention(ctx, e, contention, c.contRounds, c.cont)
 	if err != nil {
 		return err
 	}
 	res.Handoff = summarizeHandoff(contention, ho)
-	logf("3/7 contention: %d waiting processes SIGKILLed at the head of the queue", c.killReps)
+	logf("3/8 contention: %d waiting processes SIGKILLed at the head of the queue", c.killReps)
 	k, err := measureKill(ctx, e, c.killReps)
 	if err != nil {
 		return fmt.Errorf("kill: %w", err)
@@ -100,7 +100,7 @@ func (c config) faults(ctx context.Context, e *env, res *results) error {
 		redsyncContender(5, false), redsyncContender(5, true),
 		redlockContender(5, ""), redlockContender(5, "fencing", redlock.WithFencing()),
 	}
-	logf("4/7 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
+	logf("4/8 faults: %d contenders × SIGSTOP, SIGKILL; %s each", len(faulty), res.FaultLimit)
 	for _, fault := range []string{faultPause, faultKill} {
 		for _, fc := range faulty {
 			f, err := measureFault(ctx, e, fc, fault, c.faultCycles, c.faultBudget)
@@ -124,7 +124,7 @@ func (c config) scaling(ctx context.Context, e *env, res *results) error {
 	for _, n := range []int{1, 3, 5, 7} {
 		scaling = append(scaling, redsyncContender(n, false))
 	}
-	logf("5/7 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
+	logf("5/8 scaling: %d contenders × %d rounds × %d cycles", len(scaling), c.rounds, c.cycles)
 	sc, err := measureCycles(ctx, e, scaling, c.rounds, c.cycles, "scale")
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (c config) wan(ctx context.Context, e *env, res *results) error {
 		return nil
 	}
 	wan := c.keep([]contender{redsyncContender(5, false), bareContender(5), redlockContender(5, "")})
-	logf("6/7 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
+	logf("6/8 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
 	w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles)
 	if err != nil {
 		return err
@@ -151,11 +151,30 @@ func (c config) failover(ctx context.Context, e *env, res *results) error {
 	if !c.runs("failover") {
 		return nil
 	}
-	logf("7/7 failover: 5 candidate processes, %d resignations and %d leaders SIGKILLed, healthy and with one node SIGSTOPped or SIGKILLed", c.resigns, c.kills)
+	logf("7/8 failover: 5 candidate processes, %d resignations and %d leaders SIGKILLed, healthy and with one node SIGSTOPped or SIGKILLed", c.resigns, c.kills)
 	f, err := measureFailover(ctx, e, c.resigns, c.kills)
 	if err != nil {
 		return fmt.Errorf("failover: %w", err)
 	}
 	res.Failover = &f
+	return nil
+}
+
+func (c config) fairness(ctx context.Context, e *env, res *results) error {
+	if !c.runs("fairness") {
+		return nil
+	}
+	ps := primitives()
+	counts := []int{4, 16}
+	logf("8/8 fairness: %d primitives × %v processes × %d rounds × %s", len(ps), counts, c.contRounds, c.cont)
+	f, err := measureFairness(ctx, e, ps, counts, c.contRounds, c.cont)
+	if err != nil {
+		return fmt.Errorf("fairness: %w", err)
+	}
+	for _, p := range ps {
+		for _, n := range counts {
+			res.Fairness = append(res.Fairness, summarizeFairness(fairName(p, n), f[fairName(p, n)]))
+		}
+	}
 	return nil
 }

@@ -30,7 +30,27 @@ type results struct {
 	Scaling    []cycleRow
 	WAN        *wanResult
 	Failover   *failoverResult
+	Fairness   []fairRow
 	FaultLimit string // the bound on each fault run, as printed
+}
+
+// fairRow is one primitive with one count of processes, as medians over
+// the rounds (section 8).
+type fairRow struct {
+	Name string
+	fairRound
+}
+
+func summarizeFairness(name string, rs []fairRound) fairRow {
+	var per, att, order, least []float64
+	var g99 []time.Duration
+	errs := 0
+	for _, f := range rs {
+		per, att, order, least = append(per, f.PerSec), append(att, f.Attempts), append(order, f.InOrder), append(least, f.Least)
+		g99 = append(g99, f.GapP99)
+		errs += f.Errors
+	}
+	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least), GapP99: median(g99), Errors: errs}}
 }
 
 type cycleRow struct {

@@ -44,8 +44,9 @@ return 1
 // releases the keys that are ours even when another is not, as releaseSrc
 // releases one: each key with a live first waiter is left Reserved for its
 // queue, and that waiter woken.
-// Reply: 1 released; 0 a key absent (expired); −1 another token holds a
-// key.
+// Reply: 1 released, or {1, a first waiter} when a key's queue had one
+// (the first key's, in KEYS order); 0 a key absent (expired); −1 another
+// token holds a key.
 var releaseMultiSrc = ownedLua + expireAtLua + `
 local st, mine, vs = 1, {}, {}
 for _, k in ipairs(KEYS) do
@@ -64,6 +65,7 @@ if ARGV[2] ~= '0' then
 	for i, k in ipairs(mine) do redis.call('SET', k, vs[i], 'PXAT', at) end
 	return st
 end
+local named = false
 for _, k in ipairs(mine) do
 	local reserved = false
 	if redis.call('EXISTS', k .. ':queue') == 1 then
@@ -73,11 +75,13 @@ for _, k in ipairs(mine) do
 		if h then
 			reserve(left, k)
 			reserved = true
-			if ARGV[3] ~= '' then wake(ARGV[3], h, ARGV[1], k) end
+			named = named or h
+			if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
 		end
 	end
 	if not reserved then redis.call('DEL', k) end
 end
+if named and st == 1 then return {1, named} end
 return st
 `
 
@@ -213,12 +217,13 @@ end
 // ID when it is first on every key, else the first waiter of the first
 // key (in KEYS order) it is not first on; that first waiter's lease left
 // ms; −2 when every key is free, else the longest PTTL of the keys held
-// (−1 if one has none)}.
+// (−1 if one has none); ” (no one holder); which keys are held, a '1' or
+// '0' for each key, in KEYS order}.
 var queueMultiSrc = queueLua + `
 local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
-local first, left, pttl = id, 0, -2
-for _, k in ipairs(KEYS) do
+local first, left, pttl, waits = id, 0, -2, {}
+for i, k in ipairs(KEYS) do
 	local q, l = qkeys(k)
 	local was = head(q, l, t)
 	if leaving then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
@@ -234,8 +239,9 @@ for _, k in ipairs(KEYS) do
 	if leaving and was == id and h and p == -2 then wake(ARGV[4], h, id, k) end
 	if first == id then first, left = h or '', hl end
 	if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
+	waits[i] = (p == -2 and h == id) and '0' or '1'
 end
-return {first, left, pttl}
+return {first, left, pttl, '', table.concat(waits)}
 `
 
 // setScripts are a multi-key lock's: its acquires, extend and release go

@@ -45,7 +45,10 @@ type Result struct {
 	Head string
 	// Key, StatusHeld from a multi-key acquire: the index in the op's Keys
 	// of the key another token holds (the first so held); 0 otherwise.
-	Key     int
+	Key int
+	// Waits, from a set's look at its queues: bit i is set where the
+	// set waits for the op's Keys[i]: held, or another waiter first.
+	Waits   uint64
 	Waiting int   // inspect: the live places in the key's queue
 	Readers int   // inspect: the live readers of a read-write lock
 	Err     error // StatusFailed only
@@ -187,31 +190,40 @@ func acquireReply(reply any, err error) Result {
 }
 
 // queueReply decodes a queue op's {head or "", head's lease left ms, key's
-// PTTL (−2: no key)[, holder's token]}: StatusAbsent (the key is free) with
-// the head and its lease left as pttl, or StatusHeld with the head, the
-// key's PTTL (−1 when it has none) and the holder (Value), when the op
-// names it (a one-key look's; "" where readers hold). The poll's judge
-// decides what counts.
+// PTTL (−2: no key)[, holder's token[, keys held]]}: StatusAbsent (the key
+// is free) with the head and its lease left as pttl, or StatusHeld with
+// the head, the key's PTTL (−1 when it has none) and the holder (Value),
+// when the op names it (a one-key look's; "" where readers hold), and the
+// keys a set waits for (Waits). The poll's judge decides what counts.
 func queueReply(reply []any, err error) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if len(reply) == 3 || len(reply) == 4 {
+	if len(reply) >= 3 && len(reply) <= 5 {
 		head, ok1 := reply[0].(string)
 		left, ok2 := reply[1].(int64)
 		pttl, ok3 := reply[2].(int64)
 		var holder string
-		if len(reply) == 4 {
+		var held uint64
+		if len(reply) >= 4 {
 			holder, _ = reply[3].(string)
+		}
+		if len(reply) == 5 {
+			mask, _ := reply[4].(string)
+			for i := range min(len(mask), 64) {
+				if mask[i] == '1' {
+					held |= 1 << i
+				}
+			}
 		}
 		if ok1 && ok2 && ok3 {
 			switch {
 			case pttl == -2:
-				return Result{Status: StatusAbsent, Head: head, PTTL: time.Duration(left) * time.Millisecond}
+				return Result{Status: StatusAbsent, Head: head, PTTL: time.Duration(left) * time.Millisecond, Waits: held}
 			case pttl < 0:
-				return Result{Status: StatusHeld, Head: head, PTTL: -1, Value: holder}
+				return Result{Status: StatusHeld, Head: head, PTTL: -1, Value: holder, Waits: held}
 			}
-			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder}
+			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held}
 		}
 	}
 	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}

@@ -1,0 +1,228 @@
+package redlock
+
+import (
+	"strings"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// This file is how release notices wake this Client's waiters: the notices
+// a node publishes on the Client's wake channel, and the replies of the
+// Client's own releases (handoff.go has the waiters and the channel).
+
+// released handles this Client's release of rkey: heads are the first
+// waiters the nodes that answered named (none: no queue). The waiter a
+// majority of nodes named is woken if it is this Client's; a waiter named
+// by fewer may be first only where the new holder's attempt came in ahead
+// of this release, and would attempt in vain.
+func (h *handoff) released(rkey, token string, heads []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.queues[rkey]
+	if q == nil {
+		if len(heads) == 0 {
+			return
+		}
+		q = h.queue(rkey)
+	}
+	if q.holder != nil && q.holder.token == token {
+		q.holder = nil
+	}
+	q.lastReleased = token
+	q.lastWoken = q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
+	h.forget(rkey, q)
+}
+
+// notice handles a wake-up published by a node: the key, the released
+// token and the first waiter's ID, NUL-separated. When a majority of nodes
+// have announced the release of the same token to this Client, the lock
+// can be had: the waiter a majority of them named is woken. Waking at the first
+// notice would send the attempt while most nodes still hold the key; a
+// competitor releasing a partial grant publishes nothing.
+func (h *handoff) notice(_, payload string) {
+	// Tokens and IDs hold no NUL; a key might.
+	j := strings.LastIndexByte(payload, 0)
+	if j < 0 {
+		return
+	}
+	i := strings.LastIndexByte(payload[:j], 0)
+	if i < 0 {
+		return
+	}
+	rkey, token, head := payload[:i], payload[i+1:j], payload[j+1:]
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.queues[rkey]
+	if q == nil || q.holder != nil && q.holder.live() && q.holder.token != token || token == q.lastReleased && head == q.lastWoken {
+		// Nobody waits, we hold it, or our own release's first waiter,
+		// woken by Unlock (its other notices name the readers after the
+		// first, and may come before Unlock has returned).
+		// A lock of ours that ended unreleased (expired while its holder
+		// worked on, or was paused) holds nothing: others may have held
+		// the key since, and their releases are news.
+		return
+	}
+	if token == wire.ReadersLeft {
+		// The last reader of a read-write lock left one node. Each node's
+		// last reader may be another, so no token gathers a majority: the
+		// waiter named is woken once a majority of nodes have said so
+		// since its last attempt (sooner, it would find readers left).
+		if w := q.waiters[head]; w != nil {
+			if w.readersLeft++; w.readersLeft == h.c.quorum() {
+				q.wake(w)
+			}
+		}
+		return
+	}
+	named, seen := q.notices[token]
+	if !seen {
+		q.remember(token)
+	}
+	named = append(named, head)
+	q.notices[token] = named
+	if count(named, head) == h.c.quorum() { // once: this notice made the majority
+		// A writer's release names every reader at the front, each in a
+		// notice of its own: wake the one this notice names.
+		q.contended = time.Now().Add(h.c.cfg.lease)
+		w := q.waiters[head]
+		if w != nil && w.t.multiKey() {
+			w.mustLook = !w.freeOf(rkey) // a set whose other keys may be held still
+		}
+		q.wake(w)
+	}
+}
+
+// freeOf notes that the release of rkey reached a set's waiter w, and
+// reports whether none of its keys is known to be held now; callers hold
+// the handoff's mu.
+func (w *waiter) freeOf(rkey string) bool {
+	if w.freed == nil {
+		w.freed = map[string]time.Time{}
+	}
+	w.freed[rkey] = time.Now()
+	delete(w.blocked, rkey)
+	return len(w.blocked) == 0
+}
+
+// block records the keys of a set's waiter w that its look, sent at sent,
+// found it waiting for on a majority of nodes (held, or another waiter
+// first): a release of one of its keys that leaves others it waits for
+// wakes it to look, not to attempt (the others may have expired, which
+// no notice tells); once each has been released to it (after the look
+// was sent: a release that reached w meanwhile may be what the look
+// missed), to attempt.
+func (h *handoff) block(w *waiter, held []string, sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.blocked = map[string]bool{}
+	for _, k := range held {
+		if !w.freed[k].After(sent) {
+			w.blocked[k] = true
+		}
+	}
+}
+
+// lookFirst reports whether w, woken, is a set that should look before it
+// attempts (see block), and forgets it.
+func (h *handoff) lookFirst(w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	look := w.mustLook
+	w.mustLook = false
+	return look
+}
+
+// wokenBy returns the key whose release last woke w, and forgets it.
+func (h *handoff) wokenBy(w *waiter) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := w.woke
+	w.woke = ""
+	return k
+}
+
+// attempting notes that w attempts: the releases counted towards its next
+// wake are those from now on.
+func (h *handoff) attempting(w *waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.readersLeft = 0
+}
+
+// keptReleases bounds the releases a queue keeps the notices of: a
+// release's notices come within a round trip of each other, while 64 other
+// releases of the key take many.
+const keptReleases = 64
+
+// remember makes room for the notices of the release of token, forgetting
+// the oldest release's once keptReleases are kept. (Forgetting them all at
+// once would lose the first notices of a release still coming in: its
+// waiter, never woken, would sleep until its next look.)
+func (q *waitQueue) remember(token string) {
+	if q.notices == nil {
+		q.notices = make(map[string][]string)
+	}
+	if len(q.noticed) == keptReleases {
+		delete(q.notices, q.noticed[0])
+		q.noticed = append(q.noticed[:0], q.noticed[1:]...)
+	}
+	q.noticed = append(q.noticed, token)
+}
+
+// wakeNamed wakes this Client's waiter that at least quorum of heads name,
+// if any; with no head named at all, the first of this Client's waiters
+// (one that has not joined the nodes' queues yet). It notes whether others
+// wait, and returns the ID of the waiter it woke ("" if none).
+func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) string {
+	var w *waiter
+	if len(heads) > 0 {
+		q.contended = time.Now().Add(lease)
+		w = q.waiters[namedBy(heads, quorum)]
+	} else {
+		q.contended = time.Time{}
+		for _, x := range q.waiters {
+			if w == nil || x.Ticket < w.Ticket {
+				w = x
+			}
+		}
+	}
+	q.wake(w)
+	if w == nil {
+		return ""
+	}
+	return w.ID
+}
+
+// wake wakes w, if not nil, by the release of q's key; a wake is kept
+// until w looks.
+func (q *waitQueue) wake(w *waiter) {
+	if w != nil {
+		w.woke = q.rkey
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// namedBy returns the ID that at least quorum of ids name, "" if none.
+func namedBy(ids []string, quorum int) string {
+	for _, id := range ids {
+		if count(ids, id) >= quorum {
+			return id
+		}
+	}
+	return ""
+}
+
+// count returns how many of ids are id.
+func count(ids []string, id string) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}
