@@ -132,14 +132,8 @@ func (s *simRun) jumped() []string {
 	return v
 }
 
-// heldAt reports whether a holding of key was live at t; expiredNear,
-// whether a holding of key left to expire ended within [from, to].
-func (s *simRun) heldAt(key string, t time.Time) bool {
-	return slices.ContainsFunc(s.holdings, func(h simHolding) bool {
-		return slices.Contains(h.keys, key) && !h.from.After(t) && h.to.After(t)
-	})
-}
-
+// expiredNear reports whether a holding of key left to expire ended
+// within [from, to].
 func (s *simRun) expiredNear(key string, from, to time.Time) bool {
 	return slices.ContainsFunc(s.holdings, func(h simHolding) bool {
 		return slices.Contains(h.keys, key) && h.expires && !h.to.Before(from) && !h.to.After(to)
