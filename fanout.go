@@ -48,10 +48,11 @@ func (f *fleet) send(ctx context.Context, req request) *round {
 	return fanOut(ctx, req)
 }
 
-// sendDetached sends o to nodes in the background: detached from ctx's
-// cancellation, bounded by the node timeout of a lock with ttl, and not
-// waited for (Close waits for it). It takes back or leaves what needs no
-// answer: a failed attempt's grants, a queued Lock's place.
+// sendDetached sends o to nodes, detached from ctx's cancellation and
+// bounded by the node timeout of a lock with ttl; it returns once every
+// node answered or timed out, and reports nothing (Close waits for the
+// calls still running). It takes back or leaves what needs no answer: a
+// failed attempt's grants, a queued Lock's place.
 func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration) {
 	if len(nodes) == 0 {
 		return

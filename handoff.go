@@ -44,6 +44,7 @@ type handoff struct {
 }
 
 type waitQueue struct {
+	h            *handoff
 	rkey         string
 	waiters      map[string]*waiter  // this Client's, by ID
 	holder       *Lock               // this Client's lock on the key, until its release
@@ -73,6 +74,7 @@ type waiter struct {
 	readersLeft int                  // a writer's: nodes that said their last reader left, since its last attempt
 	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since
 	mustLook    bool                 // a set's: woken while blocked was not empty
+	soon        *time.Timer          // a set's: wakes it to look (see lookSoon)
 	freed       map[string]time.Time // a set's: when each key's release last reached it
 }
 
@@ -170,7 +172,7 @@ func (h *handoff) join(t target) *waiter {
 func (h *handoff) queue(rkey string) *waitQueue {
 	q := h.queues[rkey]
 	if q == nil {
-		q = &waitQueue{rkey: rkey, waiters: map[string]*waiter{}}
+		q = &waitQueue{h: h, rkey: rkey, waiters: map[string]*waiter{}}
 		h.queues[rkey] = q
 	}
 	return q
@@ -180,6 +182,9 @@ func (h *handoff) queue(rkey string) *waitQueue {
 func (h *handoff) leave(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if w.soon != nil {
+		w.soon.Stop()
+	}
 	w.t.eachQueueKey(func(rkey string) {
 		if q := h.queues[rkey]; q != nil {
 			delete(q.waiters, w.ID)

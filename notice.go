@@ -87,10 +87,40 @@ func (h *handoff) notice(_, payload string) {
 		q.contended = time.Now().Add(h.c.cfg.lease)
 		w := q.waiters[head]
 		if w != nil && w.t.multiKey() {
-			w.mustLook = !w.freeOf(rkey) // a set whose other keys may be held still
+			if !w.freeOf(rkey) {
+				q.lookSoon(w) // a set whose other keys may be held still
+				return
+			}
+			w.mustLook = false
 		}
 		q.wake(w)
 	}
+}
+
+// setLookDelay is how long a set's waiter that a release left waiting for
+// other keys waits for their releases before it looks (see lookSoon).
+const setLookDelay = 2 * time.Millisecond
+
+// lookSoon wakes the set's waiter w to look, setLookDelay from now: a
+// holder that held several of its keys releases them at once, and the
+// notices of the others come within about a round trip, when w can
+// attempt at once (its wake then cancels this one); if they do not come,
+// a key may have expired unannounced, which the look sees. Callers hold
+// the handoff's mu.
+func (q *waitQueue) lookSoon(w *waiter) {
+	w.mustLook = true
+	if w.soon != nil {
+		w.soon.Reset(setLookDelay)
+		return
+	}
+	mu := &q.h.mu
+	w.soon = time.AfterFunc(setLookDelay, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if w.mustLook {
+			q.wake(w)
+		}
+	})
 }
 
 // freeOf notes that the release of rkey reached a set's waiter w, and
@@ -198,6 +228,9 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) s
 // until w looks.
 func (q *waitQueue) wake(w *waiter) {
 	if w != nil {
+		if w.soon != nil && !w.mustLook {
+			w.soon.Stop() // a wake to attempt supersedes one to look
+		}
 		w.woke = q.rkey
 		select {
 		case w.wake <- struct{}{}:

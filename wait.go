@@ -206,9 +206,11 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 	s.slot = -1
 	l, e := s.c.attempt(s.ctx, s.t.slots[slot], s.lc, s.attempts, s.w)
 	if e == nil {
-		others := s.t
+		// In the background: the Lock is the caller's now (Close waits).
+		others, place, ttl := s.t, s.w.Place, s.lc.ttl
 		others.slots = slices.Delete(slices.Clone(s.t.slots), slot, slot+1)
-		s.c.leaveOn(s.ctx, s.c.nodes, others, &s.w.Place, s.lc.ttl)
+		ctx := context.WithoutCancel(s.ctx)
+		s.c.bg.Go(func() { s.c.leaveOn(ctx, s.c.nodes, others, &place, ttl) })
 	}
 	return l, e
 }

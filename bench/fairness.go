@@ -69,6 +69,7 @@ type fairRound struct {
 	Attempts float64 // tries per acquisition
 	InOrder  float64 // share of acquisitions that no conflicting earlier ticket was served after
 	Least    float64 // the least-served worker's acquisitions ÷ the mean
+	GapP50   time.Duration
 	GapP99   time.Duration
 	Errors   int
 }
@@ -251,7 +252,8 @@ func (f *fairness) figures(n int, d time.Duration, failed int64) fairRound {
 	r.InOrder = float64(ok) / float64(len(acqs))
 	r.Least = float64(slices.Min(per)) / (float64(len(acqs)) / float64(n))
 	if len(gaps) > 0 {
-		r.GapP99 = pct(sorted(gaps), 0.99)
+		g := sorted(gaps)
+		r.GapP50, r.GapP99 = pct(g, 0.50), pct(g, 0.99)
 	}
 	return r
 }

@@ -289,8 +289,8 @@ func (r *results) fairnessSection(p func(format string, args ...any)) {
 	}
 	p("\n### 8. Every primitive under contention\n\n")
 	p("4 (or 16) processes (a Client each, 5 nodes, default options) contend, each holding its lock %s and going straight back for it, for %s per primitive per round, interleaved: the **mutex** on one key; **multi-key** sets {a,b,c}, {c,d}, {b,d,e} and the key d alone, one per process in turn; a **semaphore** with 2 permits; a **read-write** lock with writers and readers in turn. Two acquisitions conflict when their keys meet, unless both are readers (a semaphore's permits all conflict). *In order* is the share of acquisitions that no conflicting acquisition with an earlier ticket was served after; the *gap* is from the start of the last release of a conflicting holding, while the acquirer waited, to its Lock returning; *least served* is the process with the fewest acquisitions, ÷ the mean.\n\n", r.ContentionHold.String(), r.Contention)
-	p("| primitive | acquisitions/s | attempts/acquisition | in order | least served ÷ mean | gap p99 | Lock calls that gave up |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	p("| primitive | acquisitions/s | attempts/acquisition | in order | least served ÷ mean | gap p50 | gap p99 | Lock calls that gave up |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, f := range r.Fairness {
-		p("| %s | %.0f | %.2f | %.1f%% | %.2f | %s | %d |\n", f.Name, f.PerSec, f.Attempts, 100*f.InOrder, f.Least, fmtDur(f.GapP99), f.Errors)
+		p("| %s | %.0f | %.2f | %.1f%% | %.2f | %s | %s | %d |\n", f.Name, f.PerSec, f.Attempts, 100*f.InOrder, f.Least, fmtDur(f.GapP50), fmtDur(f.GapP99), f.Errors)
 	}
 }

@@ -43,14 +43,14 @@ type fairRow struct {
 
 func summarizeFairness(name string, rs []fairRound) fairRow {
 	var per, att, order, least []float64
-	var g99 []time.Duration
+	var g50, g99 []time.Duration
 	errs := 0
 	for _, f := range rs {
 		per, att, order, least = append(per, f.PerSec), append(att, f.Attempts), append(order, f.InOrder), append(least, f.Least)
-		g99 = append(g99, f.GapP99)
+		g50, g99 = append(g50, f.GapP50), append(g99, f.GapP99)
 		errs += f.Errors
 	}
-	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least), GapP99: median(g99), Errors: errs}}
+	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least), GapP50: median(g50), GapP99: median(g99), Errors: errs}}
 }
 
 type cycleRow struct {
