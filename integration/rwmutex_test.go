@@ -247,7 +247,8 @@ func TestRWMutexCheckerCanary(t *testing.T) {
 // paused or killed and restarted from their AOF. Never a reader with a
 // writer, never two writers (the lock's checker, fencing tokens in order,
 // on the writers), and a reader of every node never sees a writer's key
-// beside a live reader. Both sides make progress.
+// beside a live reader. Both sides make progress, and each worker its
+// share of its side's (fairShare).
 func TestChaosRWMutex(t *testing.T) {
 	nodes := StartNodesPersistent(t, 5)
 	needsOwnServers(t, nodes[0])
@@ -275,6 +276,7 @@ func TestChaosRWMutex(t *testing.T) {
 	writers := &checker{}
 	var reads, writes atomic.Int64
 	var done atomic.Int64
+	perWorker := make([]atomic.Int64, 6)
 	deadline := time.Now().Add(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
 	// The node reader: every node, every 5 ms, one atomic read of the
@@ -302,6 +304,7 @@ func TestChaosRWMutex(t *testing.T) {
 		}
 		wg.Go(func() {
 			holdRepeatedly(&done, target, deadline, who, rest, acquire, func(_ *redlock.Lock, h holding) {
+				perWorker[w].Add(1)
 				if write {
 					writers.record(h)
 					writes.Add(1)
@@ -329,4 +332,9 @@ func TestChaosRWMutex(t *testing.T) {
 	if reads.Load() == 0 || writes.Load() == 0 {
 		t.Fatalf("%d reads and %d writes: one side never got in", reads.Load(), writes.Load())
 	}
+	// Readers (workers 0-3) and writers (4, 5: they rest between writes)
+	// apart; client 2's workers (2, 5) are cut off at random.
+	counts := loads(perWorker)
+	fairShare(t, counts[:4], 0.5, 2)
+	fairShare(t, counts[4:], 0.5, 1)
 }

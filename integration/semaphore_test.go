@@ -100,7 +100,9 @@ func TestSemaphoreCheckerCanary(t *testing.T) {
 // proxies of its own) is cut off from every node for 0.2–1.2 s at random,
 // as a dead or paused process would be, and nodes are paused or killed
 // and restarted from their AOF. Never more than 2 holders at once, and on
-// each slot the lock's checker: no overlap, fencing tokens in order.
+// each slot the lock's checker: no overlap, fencing tokens in order; and
+// waiters are served in turn: the least served of the workers whose
+// Client is never cut off gets at least half their mean (fairShare).
 func TestChaosSemaphore(t *testing.T) {
 	nodes := StartNodesPersistent(t, 5)
 	needsOwnServers(t, nodes[0])
@@ -126,6 +128,7 @@ func TestChaosSemaphore(t *testing.T) {
 	var hs []holding
 	slots := map[string]*checker{}
 	var done atomic.Int64
+	perWorker := make([]atomic.Int64, 6)
 	deadline := time.Now().Add(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
 	var wg sync.WaitGroup
@@ -134,6 +137,7 @@ func TestChaosSemaphore(t *testing.T) {
 		who := fmt.Sprintf("client%d/worker%d", w%len(sems), w)
 		wg.Go(func() {
 			holdRepeatedly(&done, target, deadline, who, 0, s.Acquire, func(l *redlock.Lock, h holding) {
+				perWorker[w].Add(1)
 				h.worker += " on " + l.Key()
 				mu.Lock()
 				defer mu.Unlock()
@@ -161,6 +165,7 @@ func TestChaosSemaphore(t *testing.T) {
 	if done.Load() < int64(target)/2 {
 		t.Fatalf("only %d permits taken: too little progress to prove anything", done.Load())
 	}
+	fairShare(t, loads(perWorker), 0.5, 2, 5) // client 2's workers: it is cut off at random
 }
 
 // TestInspectManyKeysFrozenNodes: with 2 of 5 nodes frozen (SIGSTOP),
