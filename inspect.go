@@ -29,6 +29,11 @@ type NodeState struct {
 	// number (see [WithWaiterLease]).
 	Waiting     int
 	FirstWaiter string
+	// WaitingReaders is how many of those are readers of a read-write
+	// lock ([RWMutex.RLock]), among the first 64 places; the others wait
+	// to write. Readers and writers wait in one queue, in the order they
+	// came.
+	WaitingReaders int
 	// Readers is how many readers hold the read side of a read-write lock
 	// ([Client.RWMutex]) on this node (leases not lapsed).
 	Readers int
@@ -126,7 +131,7 @@ func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*K
 func (c *Client) keyState(r *round, token string) *KeyState {
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: res.Waiting, FirstWaiter: res.Head, Readers: res.Readers}
+		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: res.Waiting, FirstWaiter: res.Head, WaitingReaders: res.WaitingReaders, Readers: res.Readers}
 		if res.Status == wire.StatusHeld {
 			var holder string
 			st.Held, st.TTL = true, res.PTTL

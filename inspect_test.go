@@ -92,6 +92,74 @@ func TestInspectQueue(t *testing.T) {
 	})
 }
 
+// TestInspectWaitersOfEveryPrimitive: a read-write lock's queue holds its
+// waiting readers beside its writers, and Inspect tells them apart; a
+// set's waiter is in the queue of each of its keys, and a semaphore's in
+// that of each slot, under one ID.
+func TestInspectWaitersOfEveryPrimitive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		holder, waiters := newTestClient(t, fakes), newTestClient(t, fakes)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		wait := func(lock func(context.Context) (*Lock, error)) {
+			go func() { _, _ = lock(ctx) }()
+			synctest.Wait()
+			time.Sleep(time.Microsecond) // tickets in this order
+		}
+		rw, err := holder.RWMutex("doc")
+		require.NoError(t, err)
+		w, err := rw.TryLock(t.Context())
+		require.NoError(t, err)
+		theirs, err := waiters.RWMutex("doc", waitHour)
+		require.NoError(t, err)
+		wait(theirs.RLock)
+		wait(theirs.Lock)
+		wait(theirs.RLock)
+		s, err := rw.Inspect(t.Context())
+		require.NoError(t, err)
+		for _, n := range s.Nodes {
+			require.Equal(t, 3, n.Waiting, n.Node)
+			require.Equal(t, 2, n.WaitingReaders, n.Node)
+			require.Equal(t, waiters.hand.id+".r1", n.FirstWaiter, n.Node)
+		}
+
+		set, err := holder.MultiLock([]string{"a", "b"})
+		require.NoError(t, err)
+		ls, err := set.TryLock(t.Context())
+		require.NoError(t, err)
+		theirSet, err := waiters.MultiLock([]string{"b", "c"}, waitHour)
+		require.NoError(t, err)
+		wait(theirSet.Lock)
+		states, err := theirSet.Inspect(t.Context())
+		require.NoError(t, err)
+		for i, st := range states {
+			require.Equal(t, 1, st.Nodes[0].Waiting, "key %d", i)
+			require.Equal(t, waiters.hand.id+".4", st.Nodes[0].FirstWaiter, "key %d", i)
+		}
+
+		sem, err := holder.Semaphore("pool", 2)
+		require.NoError(t, err)
+		for range 2 {
+			_, err := sem.TryAcquire(t.Context())
+			require.NoError(t, err)
+		}
+		theirSem, err := waiters.Semaphore("pool", 2, waitHour)
+		require.NoError(t, err)
+		wait(theirSem.Acquire)
+		slots, err := sem.Inspect(t.Context())
+		require.NoError(t, err)
+		for i, st := range slots {
+			require.Equal(t, 1, st.Nodes[0].Waiting, "slot %d", i)
+			require.Equal(t, waiters.hand.id+".5", st.Nodes[0].FirstWaiter, "slot %d", i)
+		}
+		cancel()
+		synctest.Wait()
+		require.NoError(t, w.Unlock(t.Context()))
+		require.NoError(t, ls.Unlock(t.Context()))
+	})
+}
+
 // TestInspectManyKeysOneTimeout: inspecting a semaphore's slots or a
 // multi-key lock's keys asks each node about every key at once, so nodes
 // that never answer cost one node timeout, however many keys, and the

@@ -18,8 +18,9 @@
 // Spans: one per acquisition attempt, extension and release, named
 // "redlock.acquire", "redlock.extend" and "redlock.release", timed from the
 // round's start to its end and parented on the caller's context. Each node's
-// answer is a span event. A lock that ends early (it expired or was taken
-// over) is a "redlock.end" span with an error status.
+// answer is a span event; a read-write lock's read side (Event.Read) has
+// the attribute redlock.read. A lock that ends early (it expired or was
+// taken over) is a "redlock.end" span with an error status.
 package redlockotel
 
 import (
@@ -166,6 +167,9 @@ func (o *Observer) span(ctx context.Context, name string, e redlock.Event, attrs
 	end := time.Now()
 	_, s := o.tracer.Start(ctx, name, trace.WithTimestamp(end.Add(-e.Duration)), trace.WithSpanKind(trace.SpanKindClient))
 	s.SetAttributes(attribute.String("redlock.key", e.Key))
+	if e.Read {
+		s.SetAttributes(attribute.Bool("redlock.read", true))
+	}
 	s.SetAttributes(attrs...)
 	if e.Attempt > 0 {
 		s.SetAttributes(attribute.Int("redlock.attempt", e.Attempt))

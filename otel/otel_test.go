@@ -193,3 +193,32 @@ func TestReason(t *testing.T) {
 		}
 	}
 }
+
+// TestReadSideAttribute: an event of a read-write lock's read side gives
+// its span the attribute redlock.read.
+func TestReadSideAttribute(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	obs, err := redlockotel.New(redlockotel.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.Observe(redlock.Event{Kind: redlock.EventAcquire, Context: t.Context(), Key: "rw:doc", Read: true, Attempt: 1})
+	obs.Observe(redlock.Event{Kind: redlock.EventAcquire, Context: t.Context(), Key: "rw:doc", Attempt: 1})
+	ended := spans.Ended()
+	if len(ended) != 2 {
+		t.Fatalf("%d spans, want 2", len(ended))
+	}
+	for i, want := range []bool{true, false} {
+		got := false
+		for _, a := range ended[i].Attributes() {
+			if a.Key == "redlock.read" {
+				got = a.Value.AsBool()
+			}
+		}
+		if got != want {
+			t.Errorf("span %d: redlock.read %v, want %v", i, got, want)
+		}
+	}
+}

@@ -33,9 +33,10 @@ type nodeReport struct {
 	Metadata  string `json:"metadata,omitempty"`
 	PTTLMs    int64  `json:"pttl_ms,omitempty"` // -1: no TTL
 	Fence     uint64 `json:"fence,omitempty"`
-	Waiting   int    `json:"waiting,omitempty"`      // Lock calls queued for the key on this node
-	First     string `json:"first_waiter,omitempty"` // the first of them: its Client's ID, a dot, a number
-	Readers   int    `json:"readers,omitempty"`      // a read-write lock's (rw:NAME) live readers on this node
+	Waiting   int    `json:"waiting,omitempty"`         // Lock calls queued for the key on this node
+	First     string `json:"first_waiter,omitempty"`    // the first of them: its Client's ID, a dot, a number
+	WaitingR  int    `json:"waiting_readers,omitempty"` // how many of them are a read-write lock's readers (the others, writers)
+	Readers   int    `json:"readers,omitempty"`         // a read-write lock's (rw:NAME) live readers on this node
 	Error     string `json:"error,omitempty"`
 }
 
@@ -141,7 +142,7 @@ func report(key string, s *redlock.KeyState) inspectReport {
 	r := inspectReport{Key: key, Quorum: len(s.Nodes)/2 + 1}
 	for _, n := range s.Nodes {
 		nr := nodeReport{Node: n.Node, Reachable: n.Err == nil, Held: n.Held, Holder: n.Holder, Metadata: n.Metadata, Fence: n.Fence,
-			Waiting: n.Waiting, First: n.FirstWaiter, Readers: n.Readers}
+			Waiting: n.Waiting, First: n.FirstWaiter, WaitingR: n.WaitingReaders, Readers: n.Readers}
 		if n.Err != nil {
 			nr.Error = n.Err.Error()
 		} else {
@@ -188,7 +189,10 @@ func printTable(w io.Writer, r inspectReport) {
 		}
 		if n.Reachable {
 			waiting = fmt.Sprint(n.Waiting)
-			if n.Waiting > 0 {
+			switch {
+			case n.WaitingR > 0:
+				waiting += fmt.Sprintf(" (%d reading; first %s)", n.WaitingR, n.First)
+			case n.Waiting > 0:
 				waiting += " (first " + n.First + ")"
 			}
 		}

@@ -1,13 +1,14 @@
 package wire
 
 // inspectSrc reads the key's value and PTTL, its fence counter, its wait
-// queue (the places whose lease has not lapsed, and the first of them
-// among the first 64 by ticket) and its live readers (a read-write lock),
-// in one atomic step. It writes nothing: a lapsed place or reader stays
-// until a script that writes drops it. KEYS[2] fence key. Reply: {value
-// or nil, PTTL, counter or nil, waiters, first waiter or nil, readers}.
+// queue (the places whose lease has not lapsed, the first of them among
+// the first 64 by ticket, and how many of those 64 are readers' places)
+// and its live readers (a read-write lock), in one atomic step. It writes
+// nothing: a lapsed place or reader stays until a script that writes drops
+// it. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil,
+// waiters, first waiter or nil, readers, readers waiting}.
 const inspectSrc = `
-local waiting, first, readers = 0, false, 0
+local waiting, first, readers, rwaiting = 0, false, 0, 0
 local q, l, r = KEYS[1] .. ':queue', KEYS[1] .. ':lease', KEYS[1] .. ':readers'
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -18,12 +19,12 @@ if redis.call('EXISTS', q) == 1 then
 	waiting = redis.call('ZCOUNT', l, '(' .. now, '+inf')
 	for _, id in ipairs(redis.call('ZRANGE', q, 0, 63)) do
 		if tonumber(redis.call('ZSCORE', l, id) or '0') > now then
-			first = id
-			break
+			first = first or id
+			if string.find(id, '.r', 1, true) then rwaiting = rwaiting + 1 end
 		end
 	end
 end
 local v, p = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
 if v and string.byte(v) == 0 then v, p = false, -2 end -- reserved for the queue: nobody holds it
-return {v, p, redis.call('GET', KEYS[2]), waiting, first, readers}
+return {v, p, redis.call('GET', KEYS[2]), waiting, first, readers, rwaiting}
 `

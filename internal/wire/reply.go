@@ -48,10 +48,11 @@ type Result struct {
 	Key int
 	// Waits, from a set's look at its queues: bit i is set where the
 	// set waits for the op's Keys[i]: held, or another waiter first.
-	Waits   uint64
-	Waiting int   // inspect: the live places in the key's queue
-	Readers int   // inspect: the live readers of a read-write lock
-	Err     error // StatusFailed only
+	Waits          uint64
+	Waiting        int   // inspect: the live places in the key's queue
+	WaitingReaders int   // inspect: how many of the first 64 of those are readers'
+	Readers        int   // inspect: the live readers of a read-write lock
+	Err            error // StatusFailed only
 }
 
 func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) }
@@ -246,7 +247,7 @@ func inspectReply(reply []any, err error) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if len(reply) < 2 || len(reply) > 6 { // nils may end the array
+	if len(reply) < 2 || len(reply) > 7 { // nils may end the array
 		return Result{Err: fmt.Errorf("unexpected inspect reply %v", reply)}
 	}
 	pttl, ok := reply[1].(int64)
@@ -269,9 +270,13 @@ func inspectReply(reply []any, err error) Result {
 	if len(reply) >= 5 {
 		res.Head, _ = reply[4].(string)
 	}
-	if len(reply) == 6 {
+	if len(reply) >= 6 {
 		n, _ := reply[5].(int64)
 		res.Readers = int(n)
+	}
+	if len(reply) == 7 {
+		n, _ := reply[6].(int64)
+		res.WaitingReaders = int(n)
 	}
 	if value, held := reply[0].(string); held {
 		res.Status, res.Value, res.PTTL = StatusHeld, value, time.Duration(pttl)*time.Millisecond
