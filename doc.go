@@ -115,14 +115,17 @@
 //
 // [Client.Semaphore] lets at most P holders in at once: P slots, each an
 // ordinary lock, tried in a random order; a permit is a [*Lock], so Do,
-// UnlockAfter, Extend, fencing and Inspect work as for any lock.
+// UnlockAfter, Extend, fencing and Inspect work as for any lock. Waiters
+// wait in line in every slot's queue, and are served in order.
 // docs/semaphore.md explains why counting holders per node would not do.
 //
 // # Multi-key locks
 //
 // [Client.MultiLock] locks several keys together, all or none: on each
 // node one script sets every key or none, and the lock, a [*Lock] over the
-// set, holds when a majority granted all of them. Nobody holds a key while
+// set, holds when a majority granted all of them. A set that waits takes
+// one place in every key's wait queue: sets and one-key locks whose keys
+// overlap are served in the order they came. Nobody holds a key while
 // waiting for another, so overlapping sets cannot deadlock.
 // docs/multilock.md has the guarantees.
 //
@@ -131,8 +134,9 @@
 // [Client.RWMutex] lets many readers in at once, or one writer. The
 // writer is a lock on "rw:NAME" whose grant needs a majority of nodes with
 // no live reader; each reader has its own token and lease, granted where
-// no writer holds or waits. A waiting writer keeps new readers out, so
-// writers do not starve. docs/rwmutex.md has the guarantees.
+// no writer holds or waits ahead of it. Readers and writers wait in one
+// queue, the readers ahead of a writer entering together, so neither side
+// starves. docs/rwmutex.md has the guarantees.
 //
 // # Looking at the nodes
 //
