@@ -54,17 +54,24 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 		if attemptNext, ended = s.sleepUntilNext(); ended {
 			return s.l, s.err
 		}
-		if attemptNext && t.multiKey() && s.c.hand.lookFirst(s.w) {
-			attemptNext = false // a set woken by one key may wait for another
-		}
-		if attemptNext && t.choosesSlot() {
-			// A semaphore's waiter, woken, takes the slot whose release
-			// woke it, or looks which it may take.
-			woke := s.c.hand.wokenBy(s.w)
-			s.slot = slices.IndexFunc(t.slots, func(st target) bool { return st.rkey == woke })
-			attemptNext = s.slot >= 0
-		}
+		attemptNext = attemptNext && s.wokenToAttempt()
 	}
+}
+
+// wokenToAttempt reports whether a wake calls for an attempt rather than
+// a look: not for a set that may still wait for another of its keys (see
+// handoff.block), and for a semaphore's waiter only when it knows the
+// slot whose release woke it, which it then attempts.
+func (s *waitLoop) wokenToAttempt() bool {
+	switch {
+	case s.t.multiKey():
+		return !s.c.hand.lookFirst(s.w)
+	case s.t.choosesSlot():
+		woke := s.c.hand.wokenBy(s.w)
+		s.slot = slices.IndexFunc(s.t.slots, func(st target) bool { return st.rkey == woke })
+		return s.slot >= 0
+	}
+	return true
 }
 
 // waitLoop is one Lock call between its tries.

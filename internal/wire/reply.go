@@ -144,15 +144,15 @@ func acquireReply(reply any, err error) Result {
 		}
 	case []any:
 		if len(r) == 3 {
-			code, _ := r[0].(int64)
+			code, isCode := r[0].(int64)
 			switch third := r[2].(type) {
 			case string: // the queue's refusal: {−(head's lease left + 1), '', head}
-				if code < 0 && third != "" {
+				if isCode && code < 0 && third != "" {
 					return Result{Status: StatusQueued, Head: third, PTTL: time.Duration(-code-1) * time.Millisecond}
 				}
 			case int64: // a multi-key refusal: {−(PTTL + 1), holder, KEYS index from 1}
-				holder, _ := r[1].(string)
-				if code <= 0 && third >= 1 {
+				holder, isHolder := r[1].(string)
+				if isCode && isHolder && code <= 0 && third >= 1 {
 					res := Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: holder, Key: int(third) - 1}
 					if code == 0 {
 						res.PTTL = -1

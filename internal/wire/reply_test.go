@@ -16,7 +16,12 @@ func FuzzReplies(f *testing.F) {
 		if refusal.OK() || (refusal.Err == nil) != (r <= 0) || (refusal.Err == nil && refusal.Value != value) {
 			t.Fatalf("acquire refusal {%d, %q}: got %+v", r, value, refusal)
 		}
-		for _, odd := range []any{nil, "x", []any{r}, []any{value, r}, []any{r, value, r}} {
+		// A set's refusal names the key: {−(PTTL + 1), holder, i ≥ 1}.
+		set := acquireReply([]any{r, value, pttl}, nil)
+		if want := r <= 0 && pttl >= 1; (set.Err == nil) != want || want && (set.Status != StatusHeld || set.Value != value || int64(set.Key) != pttl-1) {
+			t.Fatalf("set refusal {%d, %q, %d}: got %+v", r, value, pttl, set)
+		}
+		for _, odd := range []any{nil, "x", []any{r}, []any{value, r}, []any{r, value, r, r}, []any{value, value, pttl}} {
 			if res := acquireReply(odd, nil); res.Err == nil {
 				t.Fatalf("acquire reply %v: got %+v, want an error", odd, res)
 			}
