@@ -135,13 +135,18 @@ const wakeInfix = "wake:"
 func (h *handoff) busy(t target) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !t.multiKey() && !t.choosesSlot() {
+		return h.queues[t.rkey].busy() // one key: no closure on every Lock's path
+	}
 	busy := false
-	t.eachQueueKey(func(rkey string) {
-		if q := h.queues[rkey]; q != nil && (len(q.waiters) > 0 || time.Now().Before(q.contended)) {
-			busy = true
-		}
-	})
+	t.eachQueueKey(func(rkey string) { busy = busy || h.queues[rkey].busy() })
 	return busy
+}
+
+// busy reports whether q (nil: no queue) has this Client's waiters, or
+// its last release found a queue; callers hold the handoff's mu.
+func (q *waitQueue) busy() bool {
+	return q != nil && (len(q.waiters) > 0 || time.Now().Before(q.contended))
 }
 
 // join registers a new waiter for t, with a ticket above every ticket

@@ -214,10 +214,10 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 	l, e := s.c.attempt(s.ctx, s.t.slots[slot], s.lc, s.attempts, s.w)
 	if e == nil {
 		// In the background: the Lock is the caller's now (Close waits).
-		others, place, ttl := s.t, s.w.Place, s.lc.ttl
+		c, others, place, ttl := s.c, s.t, s.w.Place, s.lc.ttl // not s: it would escape
 		others.slots = slices.Delete(slices.Clone(s.t.slots), slot, slot+1)
 		ctx := context.WithoutCancel(s.ctx)
-		s.c.bg.Go(func() { s.c.leaveOn(ctx, s.c.nodes, others, &place, ttl) })
+		c.bg.Go(func() { c.leaveOn(ctx, c.nodes, others, &place, ttl) })
 	}
 	return l, e
 }
