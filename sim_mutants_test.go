@@ -126,7 +126,7 @@ var mutants = []mutant{
 	scriptMutant("fenced acquire hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
-		"local refused, again = free()", "local refused, again = nil, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
+		"local refused, again, reserved = free()", "local refused, again, reserved = nil, false, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	// An unqueued set's first attempt, arriving while a set has long been
 	// first on one of its keys: caught at seeds 17, 20, 108 and 229 in four
 	// runs, so it has a budget of its own (TestMultiLockTryLockRespectsQueue

@@ -92,10 +92,14 @@ return st
 // (from 1): {−(PTTL + 1), holder's token, i}, so that a caller tells two
 // holders of one key (a split vote) from holders of two (see retryHint).
 // It writes nothing: a key of another type fails the script here, before
-// any write. (A Reserved key is free here: the queue's gate decides.)
+// any write. A Reserved key is free here (the queue's gate decides), and
+// the third result says whether one was: an unqueued set reads the queues
+// only then, so that an uncontended set costs a GET and a SET per key, as
+// the one-key script; it jumps a queue only where the plain SET NX of a
+// one-key Lock would (docs/design.md, "The uncontended acquire").
 const multiLua = ownedLua + `
 local function free()
-	local own = 0
+	local own, reserved = 0, false
 	for i, k in ipairs(KEYS) do
 		local v = redis.call('GET', k)
 		if v and string.byte(v) ~= 0 then
@@ -105,9 +109,11 @@ local function free()
 				return {-1 - redis.call('PTTL', k), v, i}
 			end
 			own = own + 1
+		elseif v then
+			reserved = true
 		end
 	end
-	return nil, own == #KEYS
+	return nil, own == #KEYS, reserved
 end
 `
 
@@ -162,14 +168,8 @@ return {1, f}
 	}
 	id, ticket, lease := placeArgv(argv)
 	return pre + `
-local refused, again = free()
-local queued = ` + ticket + ` ~= '0'
-if not queued and not refused and not again then
-	for _, k in ipairs(KEYS) do
-		if redis.call('EXISTS', k .. ':queue') == 1 then queued = true break end
-	end
-end
-if queued and not again then
+local refused, again, reserved = free()
+if (reserved or ` + ticket + ` ~= '0') and not again then
 ` + queueLua + gateAllLua + `
 	local r = gateAll(` + id + `, ` + ticket + `, ` + lease + `, refused)
 	if r then return r end
