@@ -135,9 +135,6 @@ const wakeInfix = "wake:"
 func (h *handoff) busy(t target) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !t.multiKey() && !t.choosesSlot() {
-		return h.queues[t.rkey].busy() // one key: no closure on every Lock's path
-	}
 	busy := false
 	t.eachQueueKey(func(rkey string) { busy = busy || h.queues[rkey].busy() })
 	return busy

@@ -133,10 +133,7 @@ func TestInspectWaitersOfEveryPrimitive(t *testing.T) {
 		wait(theirSet.Lock)
 		states, err := theirSet.Inspect(t.Context())
 		require.NoError(t, err)
-		for i, st := range states {
-			require.Equal(t, 1, st.Nodes[0].Waiting, "key %d", i)
-			require.Equal(t, waiters.hand.id+".4", st.Nodes[0].FirstWaiter, "key %d", i)
-		}
+		requireOneWaiter(t, states, waiters.hand.id+".4")
 
 		sem, err := holder.Semaphore("pool", 2)
 		require.NoError(t, err)
@@ -149,15 +146,24 @@ func TestInspectWaitersOfEveryPrimitive(t *testing.T) {
 		wait(theirSem.Acquire)
 		slots, err := sem.Inspect(t.Context())
 		require.NoError(t, err)
-		for i, st := range slots {
-			require.Equal(t, 1, st.Nodes[0].Waiting, "slot %d", i)
-			require.Equal(t, waiters.hand.id+".5", st.Nodes[0].FirstWaiter, "slot %d", i)
-		}
+		requireOneWaiter(t, slots, waiters.hand.id+".5")
 		cancel()
 		synctest.Wait()
 		require.NoError(t, w.Unlock(t.Context()))
 		require.NoError(t, ls.Unlock(t.Context()))
 	})
+}
+
+// requireOneWaiter checks that each key of states (a set's keys, a
+// semaphore's slots) has one waiter, id, on every node.
+func requireOneWaiter(t *testing.T, states []*KeyState, id string) {
+	t.Helper()
+	for i, st := range states {
+		for _, n := range st.Nodes {
+			require.Equal(t, 1, n.Waiting, "key %d, node %s", i, n.Node)
+			require.Equal(t, id, n.FirstWaiter, "key %d, node %s", i, n.Node)
+		}
+	}
 }
 
 // TestInspectManyKeysOneTimeout: inspecting a semaphore's slots or a

@@ -55,16 +55,22 @@ func (t *target) takesFence() bool { return !t.reader() }
 // eachQueueKey calls f with each Redis key in whose wait queue a waiter
 // for the target takes its place: a set's waiter has one place (one ID,
 // one ticket) in every key's queue, a semaphore's in every slot's.
+// (A semaphore's slots are one-key targets. f does not escape, so a
+// caller's closure stays on its stack: busy and handOver are on every
+// Lock's and Unlock's path.)
 func (t *target) eachQueueKey(f func(rkey string)) {
-	t.eachQueueTarget(func(q target) {
-		if q.multiKey() {
-			for _, k := range q.rkeys {
-				f(k)
-			}
-			return
+	switch {
+	case t.slots != nil:
+		for _, st := range t.slots {
+			f(st.rkey)
 		}
-		f(q.rkey)
-	})
+	case t.multiKey():
+		for _, k := range t.rkeys {
+			f(k)
+		}
+	default:
+		f(t.rkey)
+	}
 }
 
 // eachQueueTarget calls f with each target whose queue op a waiter for t

@@ -208,15 +208,8 @@ func (l *Lock) releaseIfBehind(ctx context.Context, i int) (then func()) {
 // set's first key that had a queue (its release wakes each key's through
 // the notices; a queue named marks its every key contended).
 func (l *Lock) handOver(heads []string) {
-	switch {
-	case l.reader() && len(heads) == 0:
-		// A reader's release names a waiter only when it was the last: it
-		// tells nothing of the queue.
-	case !l.multiKey():
-		l.c.hand.released(l.rkey, l.token, heads) // no closure on every Unlock's path
-	default:
-		for _, k := range l.rkeys {
-			l.c.hand.released(k, l.token, heads)
-		}
+	if l.reader() && len(heads) == 0 {
+		return // a reader's release names a waiter only when it was the last: it tells nothing of the queue
 	}
+	l.eachQueueKey(func(k string) { l.c.hand.released(k, l.token, heads) })
 }
