@@ -81,9 +81,11 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 // TestPlainAcquireKeepsTheQueue: a release that finds a live place in the
 // key's queue leaves the key Reserved on each node, so that an uncontended
 // acquire (a plain SET NX, which never reads the queue) is refused until
-// the first waiter takes the key; the releaser's own next TryLock too.
-// When the last place leaves, the key goes. Without the reservation, the
-// newcomer would be granted the key ahead of the waiter.
+// the first waiter takes the key; the releaser's own next TryLock too, and
+// an unqueued multi-key attempt over the key (whose script reads the
+// queues only when one of its keys is reserved). When the last place
+// leaves, the key goes. Without the reservation, the newcomer would be
+// granted the key ahead of the waiter.
 func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	key := UniqueKey(t, nodes)
@@ -124,12 +126,21 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 			t.Fatalf("Inspect: %+v; want the key free and zz.1 waiting first", ns)
 		}
 	}
-	for name, c := range map[string]*redlock.Client{"the newcomer": newcomer, "the releaser": a} {
-		if l, err := c.TryLock(ctx, key); !errors.Is(err, redlock.ErrNotObtained) {
+	set, err := newcomer.MultiLock([]string{key, UniqueKey(t, nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := map[string]func(context.Context) (*redlock.Lock, error){
+		"the newcomer's": func(ctx context.Context) (*redlock.Lock, error) { return newcomer.TryLock(ctx, key) },
+		"the releaser's": func(ctx context.Context) (*redlock.Lock, error) { return a.TryLock(ctx, key) },
+		"a set's":        set.TryLock,
+	}
+	for name, try := range tries {
+		if l, err := try(ctx); !errors.Is(err, redlock.ErrNotObtained) {
 			if l != nil {
 				_ = l.Unlock(context.WithoutCancel(ctx))
 			}
-			t.Fatalf("%s's TryLock while a waiter is first: %v, want ErrNotObtained", name, err)
+			t.Fatalf("%s TryLock while a waiter is first: %v, want ErrNotObtained", name, err)
 		}
 	}
 	place(true)
@@ -138,12 +149,14 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 			t.Fatalf("%s: the key after its last place left: %v, want none", n.Addr, err)
 		}
 	}
-	l, err = newcomer.TryLock(ctx, key)
-	if err != nil {
-		t.Fatalf("TryLock with the queue gone: %v", err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"a set's", "the newcomer's"} {
+		l, err = tries[name](ctx)
+		if err != nil {
+			t.Fatalf("%s TryLock with the queue gone: %v", name, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
