@@ -60,6 +60,26 @@ func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl 
 	f.send(context.WithoutCancel(ctx), request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}).finish(&f.bg, nil)
 }
 
+// post is sendDetached that does not wait: o is queued on each node's
+// stream before post returns, so it leaves ahead of anything this Client
+// sends those nodes next, and its replies are counted in the background
+// (Close waits for them). It takes a place out of queues: nothing waits
+// on the answer, and a Lock call need not wait a round trip for it.
+func (f *fleet) post(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	req := request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl), timed: f.timed}
+	start := time.Now()
+	r := newRound(req, start)
+	r.closed = true      // nobody collects it: every reply is late,
+	r.finish(&f.bg, nil) // counted in bg until it comes
+	ctx, deadline := context.WithoutCancel(ctx), start.Add(req.timeout)
+	for i, nd := range nodes {
+		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: o, Index: i, To: r})
+	}
+}
+
 // request is one round to send: an op, the nodes to send it to, and when
 // the round is decided.
 type request struct {

@@ -401,3 +401,42 @@ func TestLookAgainWhileReleased(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestWinnerLeavesRefusingNodesInBackground: a queued Lock that wins
+// returns as soon as it holds the lock. Its place on a node that refused
+// it (the key held by another there) is taken out afterwards, and the
+// call does not wait for that node; before, it waited a round trip to
+// the nodes a hand-off had reached last.
+func TestWinnerLeavesRefusingNodesInBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		var blockLeaves atomic.Bool
+		leave := make(chan struct{})
+		var open sync.Once
+		defer open.Do(func() { close(leave) }) // before the Clients close, whatever happens
+		fakes[4].hold = func(o *wire.Op) {
+			if o.Kind == wire.OpQueue && o.Quiet && blockLeaves.Load() {
+				<-leave
+			}
+		}
+		holder, waiter := newTestClient(t, fakes), newTestClient(t, fakes)
+		l, err := holder.TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		got := make(chan error)
+		go func() {
+			_, err := waiter.Lock(t.Context(), "k", waitHour)
+			got <- err
+		}()
+		synctest.Wait() // refused once, and queued on every node
+		rkey := waiter.redisKey("k")
+		fakes[4].set(rkey, "other", time.Minute) // it refuses the waiter
+		blockLeaves.Store(true)
+		_ = l.Unlock(t.Context()) // released on 4 of 5: the notices wake the waiter
+		require.NoError(t, <-got)
+		queued := func() any { return fakes[4].mem.Do("ZCOUNT", rkey+":queue", "-inf", "+inf") }
+		require.EqualValues(t, 1, queued(), "the leave has not run yet")
+		open.Do(func() { close(leave) })
+		synctest.Wait()
+		require.EqualValues(t, 0, queued(), "the winner's place is still in the queue of the node that refused it")
+	})
+}

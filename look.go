@@ -13,10 +13,11 @@ import (
 // (wait.go): attempt now, or look again when.
 
 // leaveOn takes the place p out of the queues of t's keys on nodes, in
-// the background.
+// the background: the leaves are queued on the nodes' streams when it
+// returns (see post), so nothing this Client sends next overtakes them.
 func (c *Client) leaveOn(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
 	if len(nodes) > 0 {
-		t.eachQueueTarget(func(q target) { c.sendDetached(ctx, c.queueOp(q, p, true), nodes, ttl) })
+		t.eachQueueTarget(func(q target) { c.post(ctx, c.queueOp(q, p, true), nodes, ttl) })
 	}
 }
 

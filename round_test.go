@@ -112,3 +112,37 @@ func TestRoundOutOfTime(t *testing.T) {
 		bg.Wait()
 	})
 }
+
+// TestPostDoesNotWait: post returns with every call started on its node
+// (queued there, so nothing sent next overtakes it) and no reply in; the
+// background count covers the replies until the last one comes, however
+// late, and the calls are detached from the caller's cancellation.
+func TestPostDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes, held := newHeldNodes(3)
+		f := &fleet{nodes: nodes}
+		ctx, cancel := context.WithCancel(context.Background())
+		o := wire.NewOp(wire.OpRelease, "redlock:{k}", "tok", "", 0)
+		f.post(ctx, o, nodes, time.Minute)
+		cancel()
+		for _, h := range held {
+			require.Len(t, h.calls, 1, "post returned before a node had its call")
+		}
+		c := <-held[0].calls
+		require.NoError(t, c.Ctx.Err(), "the call must outlive the caller's context")
+		require.Equal(t, f.nodeTimeout(time.Minute), time.Until(c.Deadline), "bounded by the node timeout")
+		c.To.Deliver(c.Index, wire.Result{Status: wire.StatusOK})
+		held[1].answer(wire.StatusOK)
+
+		idle := make(chan struct{})
+		go func() { f.bg.Wait(); close(idle) }()
+		synctest.Wait()
+		select {
+		case <-idle:
+			t.Fatal("the background count ended before the last reply")
+		default:
+		}
+		held[2].answer(wire.StatusOK)
+		<-idle
+	})
+}

@@ -213,11 +213,13 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 	s.slot = -1
 	l, e := s.c.attempt(s.ctx, s.t.slots[slot], s.lc, s.attempts, s.w)
 	if e == nil {
-		// In the background: the Lock is the caller's now (Close waits).
-		c, others, place, ttl := s.c, s.t, s.w.Place, s.lc.ttl // not s: it would escape
+		// The Lock is the caller's now; the other slots' queues are left
+		// in the background. Leaving them with the attempt instead made
+		// the attempt's batch longer on every node, and the hand-off gap
+		// p99 longer with it (docs/performance.md, 2026-11-26).
+		others, place := s.t, s.w.Place
 		others.slots = slices.Delete(slices.Clone(s.t.slots), slot, slot+1)
-		ctx := context.WithoutCancel(s.ctx)
-		c.bg.Go(func() { c.leaveOn(ctx, c.nodes, others, &place, ttl) })
+		s.c.leaveOn(s.ctx, s.c.nodes, others, &place, s.lc.ttl)
 	}
 	return l, e
 }
