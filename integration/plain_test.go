@@ -40,7 +40,7 @@ func commandCalls(t *testing.T, n *Node) map[string]int {
 }
 
 // TestUncontendedAcquireIsOneSet: with default options, an uncontended
-// TryLock sends each node one SET (NX PX GET) and no script, once the
+// TryLock sends each node one SET (NX PX) and no script, once the
 // node's connection has run a script (its first acquire is the script, so
 // that a node that refuses scripts refuses the lock); Unlock is one
 // EVALSHA. A connection is renewed every 4 s, and each renewal's first
@@ -59,7 +59,11 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cycle(UniqueKey(t, nodes)) // the connections' first scripts
+	// The connections' first scripts. A cycle returns at a majority: the
+	// counts below start once its release has reached every node.
+	first := UniqueKey(t, nodes)
+	cycle(first)
+	waitEmpty(t, nodes, first, 10*time.Second)
 	for _, n := range nodes {
 		if err := Admin(t, n).ConfigResetStat(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -68,6 +72,10 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 	const cycles = 20
 	for i := range cycles {
 		cycle(fmt.Sprintf("%s-%d", UniqueKey(t, nodes), i))
+	}
+	// Close waits for the calls still on their way to the slowest node.
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 	for _, n := range nodes {
 		calls := commandCalls(t, n)
