@@ -69,15 +69,12 @@ func (f *fleet) post(ctx context.Context, o *wire.Op, nodes []node, ttl time.Dur
 	if len(nodes) == 0 {
 		return
 	}
-	req := request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl), timed: f.timed}
+	req := request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}
 	start := time.Now()
 	r := newRound(req, start)
 	r.closed = true      // nobody collects it: every reply is late,
 	r.finish(&f.bg, nil) // counted in bg until it comes
-	ctx, deadline := context.WithoutCancel(ctx), start.Add(req.timeout)
-	for i, nd := range nodes {
-		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: o, Index: i, To: r})
-	}
+	req.start(context.WithoutCancel(ctx), r, start.Add(req.timeout))
 }
 
 // request is one round to send: an op, the nodes to send it to, and when
@@ -123,11 +120,17 @@ func fanOut(ctx context.Context, req request) *round {
 	start := time.Now()
 	deadline := start.Add(req.timeout)
 	r := newRound(req, start)
+	req.start(ctx, r, deadline)
+	r.collect(ctx, req.timeout, deadline)
+	return r
+}
+
+// start starts req's call on each of its nodes, each answering to r and
+// ending at deadline.
+func (req *request) start(ctx context.Context, r *round, deadline time.Time) {
 	for i, nd := range req.nodes {
 		nd.Start(nodeio.Call{Ctx: ctx, Deadline: deadline, Op: req.op, Index: i, To: r, Detached: req.detached()})
 	}
-	r.collect(ctx, req.timeout, deadline)
-	return r
 }
 
 // fanOutAll runs the rounds of reqs (the same nodes and timeout, an op
