@@ -31,6 +31,7 @@ type Election struct {
 	name string
 	key  string // the lock key: "election:" + name
 	rkey string
+	t    target // the lock's: its grant announces the leader (wire.ModeElection)
 	lc   lockConfig
 }
 
@@ -81,28 +82,42 @@ func (c *Client) Election(name string, opts ...Option) (*Election, error) {
 	}
 	lc.fencing, lc.autoExtend, lc.token = true, true, ""
 	lc.maxHold = math.MaxInt64 / 2 // about 146 years: never capped
-	return &Election{c: c, name: name, key: key, rkey: c.redisKey(key), lc: lc}, nil
+	t := c.target(key)
+	t.mode = wire.ModeElection
+	return &Election{c: c, name: name, key: key, rkey: t.rkey, t: t, lc: lc}, nil
 }
 
 // encodeLeader is the metadata a leader stores with the election's lock:
 // its term (0 until announced), a dot, how many times it announced a value
-// in that term, a space, and the value.
+// in that term, a space, and the value. A candidate's grant writes
+// "TERM.1~" in place of "0.0" on each node, TERM being the counter that
+// node handed out (wire's acquireElectionSrc): an announcement by grant.
 func encodeLeader(term, seq uint64, value string) string {
 	return strconv.FormatUint(term, 10) + "." + strconv.FormatUint(seq, 10) + " " + value
 }
 
 // decodeLeader reads a leader from the metadata of the election's lock;
-// false if it is not an announced leader's.
-func decodeLeader(meta string) (Leader, bool) {
+// false if it is not an announced leader's. byGrant reports an
+// announcement by grant, which holds only where a majority of nodes show
+// its term (see leaderOf).
+func decodeLeader(meta string) (ld Leader, ok, byGrant bool) {
 	t, value, ok := strings.Cut(meta, " ")
 	t, n, ok2 := strings.Cut(t, ".")
+	n, byGrant = strings.CutSuffix(n, "~")
 	term, err := strconv.ParseUint(t, 10, 64)
 	seq, err2 := strconv.ParseUint(n, 10, 64)
 	if !ok || !ok2 || err != nil || err2 != nil || term == 0 {
-		return Leader{}, false
+		return Leader{}, false, false
 	}
-	return Leader{Value: value, Term: term, seq: seq}, true
+	return Leader{Value: value, Term: term, seq: seq}, true, byGrant
 }
+
+// byProposal reports whether fence is a Client's proposal (≡ −1 mod
+// wire.FenceModulus: no node's counter takes that residue), which a
+// fenced acquisition's token is only when a majority of nodes took it
+// (docs/fencing.md: a node that did not take it hands out more, so the
+// write-back's maximum is never a proposal).
+func byProposal(fence int64) bool { return fence%wire.FenceModulus == wire.FenceModulus-1 }
 
 // newer reports whether ld was announced after old.
 func (ld Leader) newer(old Leader) bool {
@@ -158,14 +173,18 @@ type vote struct {
 	announced bool   // and some node of those has its announcement
 	answered  int    // nodes that answered
 	best      int    // the most nodes one token holds
-	decided   bool   // a token holds a majority, or none can
+	decided   bool   // a token holds a majority, or none can, and no answer to come can announce it
 }
 
 // leaderOf reads inspect results rs (those not in yet are zero) with
-// quorum q.
+// quorum q. An announcement by grant counts only where a majority of nodes
+// show the holder with its term: each granting node wrote the counter it
+// handed out, and they agree on a majority only when a majority took the
+// candidate's proposal, which is then its term. Fewer, and the term is
+// another (the write-back's), which the candidate proclaims next.
 func leaderOf(rs []wire.Result, q int) vote {
 	var v vote
-	pending := 0
+	pending, agreeing := 0, 0
 	for _, r := range rs {
 		switch {
 		case r.Undecided():
@@ -174,26 +193,48 @@ func leaderOf(rs []wire.Result, q int) vote {
 			v.answered++
 		case r.Status == wire.StatusHeld:
 			v.answered++
-			token, _, _ := strings.Cut(r.Value, "\x00")
-			n := 0
-			for _, o := range rs {
-				if o.Status == wire.StatusHeld && strings.HasPrefix(o.Value, token) && (len(o.Value) == len(token) || o.Value[len(token)] == 0) {
-					n++
-				}
-			}
+			token, meta, _ := strings.Cut(r.Value, "\x00")
+			n := showing(rs, token, 0)
 			v.best = max(v.best, n)
 			if n < q {
 				continue
 			}
 			v.held = true
-			_, meta, _ := strings.Cut(r.Value, "\x00")
-			if ld, ok := decodeLeader(meta); ok && (!v.announced || ld.newer(v.leader)) {
+			ld, ok, byGrant := decodeLeader(meta)
+			if !ok {
+				continue
+			}
+			if byGrant {
+				agree := showing(rs, token, ld.Term)
+				if agreeing = max(agreeing, agree); agree < q {
+					continue
+				}
+			}
+			if !v.announced || ld.newer(v.leader) {
 				v.leader, v.announced = ld, true
 			}
 		}
 	}
-	v.decided = v.held || v.best+pending < q
+	v.decided = v.held && (v.announced || agreeing+pending < q) || v.best+pending < q
 	return v
+}
+
+// showing counts the results in rs held by token and, unless term is 0,
+// announcing term.
+func showing(rs []wire.Result, token string, term uint64) int {
+	n := 0
+	for _, o := range rs {
+		t, meta, _ := strings.Cut(o.Value, "\x00")
+		if o.Status != wire.StatusHeld || t != token {
+			continue
+		}
+		if term == 0 {
+			n++
+		} else if ld, ok, _ := decodeLeader(meta); ok && ld.Term == term {
+			n++
+		}
+	}
+	return n
 }
 
 // Observe returns a channel of the election's leaders, in term order: the

@@ -310,11 +310,14 @@ func TestLeadRecampaigns(t *testing.T) {
 
 // TestLeadAfterFailedAnnouncement: a campaign whose first announcement
 // finds the lock gone campaigns again, and fn then runs with a live
-// context: the first lock's end was no leadership's.
+// context: the first lock's end was no leadership's. (The counters ahead
+// of every proposal make the term the write-back's, which the candidate
+// proclaims: a grant announces only a proposal.)
 func TestLeadAfterFailedAnnouncement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
 		e := testElection(t, newTestClient(t, fakes))
+		countersAhead(e, fakes...)
 		var proclaims atomic.Int32
 		for _, f := range fakes {
 			f.hold = func(o *wire.Op) {

@@ -125,6 +125,10 @@ var mutants = []mutant{
 		"local v = redis.call('GET', KEYS[1])", "local v = false"),
 	scriptMutant("fenced acquire hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
+	scriptMutant("an election's grant hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
+		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
+	scriptMutant("an election's grant announces the proposal, taken or not", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
+		"term .. '.1~'", "ARGV[6] .. '.1~'"),
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"local refused, again, reserved = free()", "local refused, again, reserved = nil, false, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	// An unqueued set's first attempt, arriving while a set has long been

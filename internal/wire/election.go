@@ -17,3 +17,22 @@ redis.call('PUBLISH', KEYS[1] .. ':leader', ARGV[3])
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 return 1
 `
+
+// acquireElectionSrc is acquireFencedSrc for an election's lock (see
+// election.go), whose grant also announces the candidate: ARGV[2] is its
+// value with the metadata "0.0 VALUE" (not announced), and the key is set
+// to it with "TERM.1~" in place of "0.0", TERM being the counter this node
+// handed out, and TERM published on KEYS[1]..":leader", as a proclamation
+// does. The "~" marks an announcement by grant: each node writes its own
+// counter, and only a majority of nodes that show the same TERM says that
+// it is the term (the proposal taken on a majority: docs/fencing.md);
+// readers believe it no sooner (see election.go). A value in another
+// form is stored as it is, and nothing is published.
+var acquireElectionSrc = acquireFencedScript("", `
+if string.sub(val, #ARGV[1] + 1, #ARGV[1] + 5) == '\0' .. '0.0 ' then
+	val = ARGV[1] .. '\0' .. term .. '.1~' .. string.sub(val, #ARGV[1] + 5)
+	redis.call('PUBLISH', KEYS[1] .. ':leader', term)
+end`)
+
+// electionScripts are an election's, where they differ from a mutex's.
+var electionScripts = scriptSet{OpAcquireFenced: acquireElectionSrc}

@@ -40,11 +40,13 @@ end
 // acquireSrc's ARGV[4..6].
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
-var acquireFencedSrc = acquireFencedScript("")
+var acquireFencedSrc = acquireFencedScript("", "")
 
 // acquireFencedScript is acquireFencedSrc with check run first where the
-// key is free.
-func acquireFencedScript(check string) string {
+// key is free, and announce run on a grant once the new counter is known:
+// Lua that may change val, the value the key is set to (ARGV[2] unless
+// it does), given term, the counter as a string.
+func acquireFencedScript(check, announce string) string {
 	return fenceLua + `
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
@@ -61,8 +63,9 @@ else
 end
 local f = fence({KEYS[2]})
 if type(f) == 'table' then return f end
-redis.call('SET', KEYS[2], string.format('%.0f', f))
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+local term, val = string.format('%.0f', f), ARGV[2]` + announce + `
+redis.call('SET', KEYS[2], term)
+redis.call('SET', KEYS[1], val, 'PX', ARGV[3])
 return {code, f}
 `
 }

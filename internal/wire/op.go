@@ -63,10 +63,11 @@ func NewFenceWrite(key string, keys []string, token string, t int64) *Op {
 type Mode uint8
 
 const (
-	ModeMutex Mode = iota // one key, one holder: a mutex, an election, a semaphore's slot
-	ModeSet               // a multi-key lock: every key of Op.Keys, or none
-	ModeWrite             // a read-write lock's writer: the key, where no reader holds
-	ModeRead              // a reader: an entry in the key's readers set
+	ModeMutex    Mode = iota // one key, one holder: a mutex, a semaphore's slot
+	ModeElection             // an election's lock: a mutex whose fenced grant announces its leader
+	ModeSet                  // a multi-key lock: every key of Op.Keys, or none
+	ModeWrite                // a read-write lock's writer: the key, where no reader holds
+	ModeRead                 // a reader: an entry in the key's readers set
 	modeCount
 )
 

@@ -172,7 +172,7 @@ var acquireWriteSrc = acquireScript(readersIf(4))
 
 // acquireWriteFencedSrc is acquireFencedSrc for a read-write lock's
 // writer, refused while readers hold, as acquireWriteSrc is.
-var acquireWriteFencedSrc = acquireFencedScript(readersIf(7))
+var acquireWriteFencedSrc = acquireFencedScript(readersIf(7), "")
 
 // readScripts are a reader's; writeScripts a writer's, where they differ
 // from a mutex holder's: a writer extends and releases as a mutex does.

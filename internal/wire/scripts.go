@@ -43,10 +43,11 @@ type scriptSet [kindCount]string
 // byMode is every primitive's scripts. A new primitive adds its Mode, a
 // file of its scripts that declares its scriptSet, and a row here.
 var byMode = [modeCount]scriptSet{
-	ModeMutex: mutexScripts,
-	ModeSet:   setScripts,
-	ModeWrite: writeScripts,
-	ModeRead:  readScripts,
+	ModeMutex:    mutexScripts,
+	ModeElection: electionScripts,
+	ModeSet:      setScripts,
+	ModeWrite:    writeScripts,
+	ModeRead:     readScripts,
 }
 
 // scripts is byMode with each script's SHA1, made once, the mutex's filled

@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redlock-go/redlock"
+)
+
+// A candidate's grant announces it (docs/election.md, "Announced by its
+// grant"), against real redis-server: each node that granted shows the
+// term it handed out, a Leader read believes a term only where a majority
+// of nodes show it, and a candidate whose proposal a majority did not take
+// proclaims the write-back's term before it leads.
+
+// TestElectionGrantAnnounces: every node that holds the new leader's lock
+// shows its term, by grant ("TERM.1~") or confirmed ("TERM.1"), and Leader
+// reads it. With no other candidate the proposal is taken everywhere, so
+// the term is a proposal (≡ 63 mod 64).
+func TestElectionGrantAnnounces(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	name := UniqueKey(t, nodes)
+	ctx := t.Context()
+	e := newElection(t, newClient(t, Clients(t, nodes, nil)), name)
+	ld, err := e.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld.Term()%64 != 63 {
+		t.Fatalf("term %d is not a proposal", ld.Term())
+	}
+	term := strconv.FormatUint(ld.Term(), 10)
+	for i, n := range nodes {
+		v, err := Admin(t, n).Get(ctx, RedisKey("election:"+name)).Result()
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		_, meta, _ := strings.Cut(v, "\x00")
+		if meta != term+".1~ v" && meta != term+".1 v" {
+			t.Errorf("node %d shows %q, want term %s", i, meta, term)
+		}
+	}
+	got, err := newElection(t, newClient(t, Clients(t, nodes, nil)), name).Leader(ctx)
+	if err != nil || got.Term != ld.Term() || got.Value != "v" {
+		t.Fatalf("Leader: %+v, %v; want term %d", got, err, ld.Term())
+	}
+	if err := ld.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestElectionGrantsDisagree: Leader reads what the nodes hold, set by
+// hand: one token on all five nodes, announced by grant with terms that
+// no majority shares, is no announced leader; three that share one are.
+func TestElectionGrantsDisagree(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	name := UniqueKey(t, nodes)
+	ctx := t.Context()
+	e := newElection(t, newClient(t, Clients(t, nodes, nil)), name)
+	set := func(terms ...string) {
+		for i, n := range nodes {
+			if err := Admin(t, n).Set(ctx, RedisKey("election:"+name), "tok\x00"+terms[i]+".1~ v", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	set("127", "127", "128", "130", "193")
+	if got, err := e.Leader(ctx); !errors.Is(err, redlock.ErrNoLeader) {
+		t.Fatalf("Leader believed grants that disagree: %+v, %v", got, err)
+	}
+	set("127", "127", "128", "127", "193")
+	if got, err := e.Leader(ctx); err != nil || got.Term != 127 || got.Value != "v" {
+		t.Fatalf("Leader: %+v, %v; want term 127", got, err)
+	}
+}
+
+// TestElectionWriteBackTerm: three of five nodes' counters are ahead of
+// any proposal, so two take the candidate's proposal and three hand out
+// counters of their own; the term is the largest, written back, and the
+// candidate proclaims it before Campaign returns: every read after shows
+// it, on a majority of nodes.
+func TestElectionWriteBackTerm(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	name := UniqueKey(t, nodes)
+	ctx := t.Context()
+	const ahead = 1 << 52
+	for _, n := range nodes[:3] {
+		if err := Admin(t, n).Set(ctx, RedisKey("election:"+name)+":fence", ahead, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newElection(t, newClient(t, Clients(t, nodes, nil)), name)
+	ld, err := e.Campaign(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld.Term() <= ahead || ld.Term()%64 == 63 {
+		t.Fatalf("term %d: not a counter above %d", ld.Term(), uint64(ahead))
+	}
+	proclaimed := 0
+	for _, n := range nodes {
+		v, _ := Admin(t, n).Get(ctx, RedisKey("election:"+name)).Result()
+		if _, meta, _ := strings.Cut(v, "\x00"); meta == strconv.FormatUint(ld.Term(), 10)+".1 v" {
+			proclaimed++
+		}
+	}
+	if proclaimed < 3 {
+		t.Fatalf("the term is proclaimed on %d nodes", proclaimed)
+	}
+	got, err := e.Leader(ctx)
+	if err != nil || got.Term != ld.Term() {
+		t.Fatalf("Leader: %+v, %v; want term %d", got, err, ld.Term())
+	}
+	if err := ld.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
