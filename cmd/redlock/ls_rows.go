@@ -133,16 +133,54 @@ func rwRow(name string, l *redlock.Listing, i int) lsRow {
 	return r
 }
 
-// electionRow: the leader's metadata is "TERM.N VALUE".
+// electionRow: the leader's metadata is "TERM.N VALUE", the latest
+// announcement among the majority holder's nodes, as Election.Leader reads
+// it: one made by the grant ("TERM.1~ VALUE", each node its own counter)
+// counts only where a majority of nodes show that term (docs/election.md).
+// An unannounced leader shows term 0.
 func electionRow(name string, l *redlock.Listing, i int) lsRow {
 	r := keyRow("election", name, l, i)
 	r.Fence = 0
-	if head, value, ok := strings.Cut(r.Metadata, " "); ok {
-		term, _, _ := strings.Cut(head, ".")
-		r.Term, _ = strconv.ParseUint(term, 10, 64)
+	s := l.States[i]
+	holder, _, _ := s.Holder()
+	var term, seq uint64
+	for _, n := range s.Nodes {
+		t, q, byGrant, value, ok := leaderMeta(n.Metadata)
+		if !n.Held || n.Holder != holder || !ok || byGrant && showingTerm(s, holder, t) < len(s.Nodes)/2+1 {
+			continue
+		}
+		if t > term || t == term && q > seq {
+			term, seq, r.Metadata = t, q, value
+		}
+	}
+	r.Term = term
+	if _, value, ok := strings.Cut(r.Metadata, " "); term == 0 && ok {
 		r.Metadata = value
 	}
 	return r
+}
+
+// leaderMeta reads an election's metadata: "TERM.N VALUE", with N followed
+// by "~" for an announcement by grant; ok is false for one not announced
+// (term 0) or not in that form.
+func leaderMeta(meta string) (term, seq uint64, byGrant bool, value string, ok bool) {
+	head, value, ok := strings.Cut(meta, " ")
+	t, n, ok2 := strings.Cut(head, ".")
+	n, byGrant = strings.CutSuffix(n, "~")
+	term, err := strconv.ParseUint(t, 10, 64)
+	seq, err2 := strconv.ParseUint(n, 10, 64)
+	return term, seq, byGrant, value, ok && ok2 && err == nil && err2 == nil && term > 0
+}
+
+// showingTerm counts the nodes of s that holder holds with term announced.
+func showingTerm(s *redlock.KeyState, holder string, term uint64) int {
+	c := 0
+	for _, n := range s.Nodes {
+		if t, _, _, _, ok := leaderMeta(n.Metadata); n.Held && n.Holder == holder && ok && t == term {
+			c++
+		}
+	}
+	return c
 }
 
 // setRow is a multi-key set: keys that one token holds on a majority.
