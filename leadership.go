@@ -25,8 +25,11 @@ import (
 // extension, never before the dead leader's validity ended.
 //
 // A candidate leads once it holds the election's lock and has stored its
-// term and value on a majority of nodes; should that fail, it resigns and
-// campaigns again. On failure the error is that of [Client.Lock].
+// term and value on a majority of nodes. Usually its grant stores them,
+// and Campaign returns with the lock; when some nodes' fence counters
+// were ahead of its proposal, it announces the term in one more round
+// (docs/election.md), and should that fail, it resigns and campaigns
+// again. On failure the error is that of [Client.Lock].
 func (e *Election) Campaign(ctx context.Context, value string) (*Leadership, error) {
 	return e.campaign(ctx, value, nil)
 }
