@@ -68,6 +68,11 @@ type waiter struct {
 	// splits: looks in a row that found the key held by no token on a
 	// majority (see pollQueue)
 	splits int
+	// heard: the nodes its looks have heard from, but for any that missed
+	// a look's deadline since (bit i: node i; see heardFrom), which its
+	// next look waits for at most (see lookRequest). Late answers add to
+	// it from the nodes' goroutines (heardLate).
+	heard atomic.Uint64
 
 	// Guarded by the handoff's mu (notice.go):
 	woke        string               // the key whose release last woke it

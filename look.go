@@ -42,7 +42,8 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	sent := time.Now()
 	if !w.t.choosesSlot() {
 		r := c.send(ctx, c.lookRequest(w, w.t, lc))
-		r.finish(&c.bg, nil)
+		w.heard.Store(heardFrom(r, w.heard.Load())) // before late answers add to it
+		r.finish(&c.bg, w.heardLate)
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys), sent)
 		}
@@ -56,16 +57,63 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		reqs[i].nodes, reqs[i].timed = c.nodes, c.timed
 	}
 	rs := fanOutAll(ctx, reqs)
+	w.heard.Store(heardFrom(rs[0], w.heard.Load()))
 	for _, r := range rs {
-		r.finish(&c.bg, nil)
+		r.finish(&c.bg, w.heardLate)
 	}
 	return c.judgeLook(w, sent, rs...)
 }
 
 // lookRequest is the round of w's look at the queues of t's keys (w's, or
-// one slot of a semaphore's).
+// one slot of a semaphore's). A look that waits for every answer (see
+// lookEnded) waits no longer than for the nodes that answered w's last
+// look: a node silent then (hung, cut off) would hold each such look up
+// by the node timeout, and the looks that follow a key running out on
+// the nodes one after another (a holder that never released) are such
+// looks, one after the other (two node timeouts before a waiter took an
+// expired lock, with a node frozen: TestExpiryTakeoverPastHungNode).
 func (c *Client) lookRequest(w *waiter, t target, lc *lockConfig) request {
-	return request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge}
+	req := request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge}
+	if heard := w.heard.Load(); heard != 0 {
+		req.settled = func(rs []wire.Result) bool { return answeredAll(rs, heard) }
+	}
+	return req
+}
+
+// answeredAll reports whether every node in the set nodes (bit i: node i)
+// has answered among rs (those not in yet are zero).
+func answeredAll(rs []wire.Result, nodes uint64) bool {
+	for i := range rs {
+		if nodes&(1<<i) != 0 && !rs[i].Answered {
+			return false
+		}
+	}
+	return true
+}
+
+// heardLate is the late handler of w's looks: a node whose answer came
+// after the look had ended is heard from again, so that the next look
+// waits for it (a node that missed a deadline, now answering, would
+// otherwise never be waited for again).
+func (w *waiter) heardLate(i int, res wire.Result) func() {
+	if i < 64 && (res.Err == nil || wire.IsReply(res.Err)) {
+		w.heard.Or(1 << i)
+	}
+	return nil
+}
+
+// heardFrom returns, as a set (bit i: node i), the nodes that answered r,
+// and those of heard still to answer when r was decided before its
+// deadline: a node drops out when it misses a deadline, or has never
+// answered.
+func heardFrom(r *round, heard uint64) uint64 {
+	var nodes uint64
+	for i, res := range r.results {
+		if res.Answered || res.Undecided() && heard&(1<<i) != 0 {
+			nodes |= 1 << i
+		}
+	}
+	return nodes
 }
 
 // judgeLook judges the rounds of w's look, sent at sent: one, or one per

@@ -1,0 +1,51 @@
+package redlock
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExpiryTakeoverPastHungNode: a holder that never releases leaves its
+// keys to run out, a few milliseconds apart on the live nodes (its grants
+// landed so), while the fifth node hangs. The first waiter takes the lock
+// within a few round trips of the keys running out on a majority: a look
+// that finds the key free on some nodes does not wait out the node
+// timeout for the node that has not answered any of its earlier looks
+// either. Before, each of the looks that saw the keys run out waited the
+// node timeout (50 ms here), and the next one came that long after it:
+// about two node timeouts past the expiry (the election's takeover after
+// a leader died, with a node frozen: docs/performance.md).
+func TestExpiryTakeoverPastHungNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl, nodeTimeout = time.Second, 50 * time.Millisecond
+		fakes := newFakeNodes(5)
+		for i, f := range fakes[:4] {
+			f.delay = 100 * time.Microsecond // a round trip: looks in a row back off by it (see judgeLook)
+			f.hold = func(o *wire.Op) {
+				if wire.IsAcquire(o.Kind) && o.Place == nil { // the holder's: its grants land 0, 4, 8 and 12 ms in
+					time.Sleep(time.Duration(i) * 4 * time.Millisecond)
+				}
+			}
+		}
+		hung := make(chan struct{})
+		defer close(hung)
+		fakes[4].setGate(hung)
+		opts := []Option{WithTTL(ttl), WithNodeTimeout(nodeTimeout)}
+		holder, waiter := newTestClient(t, fakes, opts...), newTestClient(t, fakes, opts...)
+		start := time.Now()
+		_, err := holder.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		// The key runs out on nodes 0, 1 and 2 (a majority) 1 s after the
+		// holder's grants reached them: 0, 4 and 8 ms after its start.
+		free := start.Add(ttl + 8*time.Millisecond)
+		l, err := waiter.Lock(t.Context(), "k")
+		require.NoError(t, err)
+		late := time.Since(free)
+		require.Less(t, late, nodeTimeout, "the waiter took the lock %v after the key ran out on a majority", late)
+		require.NoError(t, l.Unlock(t.Context()))
+	})
+}
