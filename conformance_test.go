@@ -163,6 +163,19 @@ func conformance() map[string][]step {
 			raw("SET", k("g")+":fence", "hello"), fenced(k("g"), "t1", p, 0),
 			raw("SET", k("h")+":fence", fmt.Sprint(wire.MaxFence-2)), fenced(k("h"), "t1", 0, 0),
 		},
+		// An election's grant announces the node's counter as the term (the
+		// proposal taken; a counter ahead; a value in another form, kept),
+		// and publishes it; a refusal publishes nothing.
+		"election grant": {
+			step{o: withMode(withFence(wire.NewOp(wire.OpAcquireFenced, k("e"), "t1", "t1\x000.0 v", ttl), p), wire.ModeElection), node: 2},
+			raw("GET", k("e")), raw("GET", k("e")+":fence"),
+			step{o: withMode(withFence(wire.NewOp(wire.OpAcquireFenced, k("e"), "t2", "t2\x000.0 w", ttl), p+64), wire.ModeElection), node: 1},
+			raw("SET", k("e2")+":fence", fmt.Sprint(p+6400)),
+			step{o: withMode(withFence(wire.NewOp(wire.OpAcquireFenced, k("e2"), "t1", "t1\x000.0 v", ttl), p), wire.ModeElection), node: 3},
+			raw("GET", k("e2")),
+			step{o: withMode(withFence(wire.NewOp(wire.OpAcquireFenced, k("e3"), "t1", "t1\x00other", ttl), p), wire.ModeElection), node: 0},
+			raw("GET", k("e3")),
+		},
 		"proclaim": {
 			do(withFence(wire.NewOp(wire.OpProclaim, k("l"), "t1", "t1\x00v", 0), 7)), do(acq(k("l"), "t1")),
 			do(withFence(wire.NewOp(wire.OpProclaim, k("l"), "t1", "t1\x001.1 v", 0), 7)), raw("GET", k("l")),
