@@ -29,10 +29,10 @@ import (
 type Election struct {
 	c    *Client
 	name string
-	key  string // the lock key: "election:" + name
-	rkey string
-	t    target // the lock's: its grant announces the leader (wire.ModeElection)
-	lc   lockConfig
+	// target is the lock's: key "election:" + name, whose grant announces
+	// the leader (wire.ModeElection).
+	target
+	lc lockConfig
 }
 
 // Leader is a leadership as the nodes show it: the value its leader
@@ -84,7 +84,7 @@ func (c *Client) Election(name string, opts ...Option) (*Election, error) {
 	lc.maxHold = math.MaxInt64 / 2 // about 146 years: never capped
 	t := c.target(key)
 	t.mode = wire.ModeElection
-	return &Election{c: c, name: name, key: key, rkey: t.rkey, t: t, lc: lc}, nil
+	return &Election{c: c, name: name, target: t, lc: lc}, nil
 }
 
 // encodeLeader is the metadata a leader stores with the election's lock:

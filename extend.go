@@ -112,11 +112,7 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 	if l.Validity() <= 0 {
 		return &QuorumError{Op: "proclaim", key: l.key, Quorum: c.quorum(), err: ErrExpired, detail: "validity ran out"}
 	}
-	o := wire.NewOp(wire.OpProclaim, l.rkey, l.token, wire.EncodeValue(l.token, meta), 0)
-	o.Fence = term
-	l.mu.Lock()
-	ttl := l.ttl
-	l.mu.Unlock()
+	o, ttl := l.proclaimOp(meta, term)
 	r := c.send(ctx, request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.won})
 	r.finish(&c.bg, nil)
 	if r.tally.won() && l.Validity() > 0 {
@@ -134,4 +130,14 @@ func (l *Lock) proclaim(ctx context.Context, meta string, term int64) error {
 		l.endEarly(qerr)
 	}
 	return qerr
+}
+
+// proclaimOp prepares the proclamation of meta with term as the notice's
+// payload, and returns it with the lock's TTL, which bounds its calls.
+func (l *Lock) proclaimOp(meta string, term int64) (*wire.Op, time.Duration) {
+	o := wire.NewOp(wire.OpProclaim, l.rkey, l.token, wire.EncodeValue(l.token, meta), 0)
+	o.Fence = term
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return o, l.ttl
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // This file is one term of leading an election: the Leadership a
@@ -48,7 +46,7 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 			gate = &endGate{onEnd: onEnd}
 			lc.onEnd = gate.end
 		}
-		l, err := e.c.lockQueued(ctx, e.t, &lc)
+		l, err := e.c.lockQueued(ctx, e.target, &lc)
 		if err != nil {
 			return nil, err
 		}
@@ -87,11 +85,7 @@ func (e *Election) campaign(ctx context.Context, value string, onEnd func(error)
 // node, so that the leader stays visible should some of those nodes fail.
 // It goes ahead of anything the leadership sends the nodes next.
 func (e *Election) confirm(l *Lock, value string) {
-	o := wire.NewOp(wire.OpProclaim, l.rkey, l.token, wire.EncodeValue(l.token, encodeLeader(uint64(l.fence), 1, value)), 0)
-	o.Fence = l.fence
-	l.mu.Lock()
-	ttl := l.ttl
-	l.mu.Unlock()
+	o, ttl := l.proclaimOp(encodeLeader(uint64(l.fence), 1, value), l.fence)
 	e.c.post(context.Background(), o, e.c.nodes, ttl)
 }
 

@@ -42,8 +42,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	sent := time.Now()
 	if !w.t.choosesSlot() {
 		r := c.send(ctx, c.lookRequest(w, w.t, lc))
-		w.heard.Store(heardFrom(r, w.heard.Load())) // before late answers add to it
-		r.finish(&c.bg, w.heardLate)
+		c.endLook(w, r)
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys), sent)
 		}
@@ -57,11 +56,18 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		reqs[i].nodes, reqs[i].timed = c.nodes, c.timed
 	}
 	rs := fanOutAll(ctx, reqs)
-	w.heard.Store(heardFrom(rs[0], w.heard.Load()))
+	c.endLook(w, rs...)
+	return c.judgeLook(w, sent, rs...)
+}
+
+// endLook notes the nodes w's look rs heard from (its rounds go to the
+// same nodes in one batch each: the first tells), then hands the calls
+// still running to heardLate, which adds their nodes back as they answer.
+func (c *Client) endLook(w *waiter, rs ...*round) {
+	w.heard.Store(heardFrom(rs[0], w.heard.Load())) // before late answers add to it
 	for _, r := range rs {
 		r.finish(&c.bg, w.heardLate)
 	}
-	return c.judgeLook(w, sent, rs...)
 }
 
 // lookRequest is the round of w's look at the queues of t's keys (w's, or
@@ -96,7 +102,7 @@ func answeredAll(rs []wire.Result, nodes uint64) bool {
 // waits for it (a node that missed a deadline, now answering, would
 // otherwise never be waited for again).
 func (w *waiter) heardLate(i int, res wire.Result) func() {
-	if i < 64 && (res.Err == nil || wire.IsReply(res.Err)) {
+	if res.Err == nil || wire.IsReply(res.Err) {
 		w.heard.Or(1 << i)
 	}
 	return nil

@@ -78,7 +78,10 @@ func TestElectionGrantsDisagree(t *testing.T) {
 
 // TestElectionWriteBackTerm: three of five nodes' counters are ahead of
 // any proposal, so two take the candidate's proposal and three hand out
-// counters of their own; the term is the largest, written back, and the
+// counters of their own. Between the grants and the proclamation (read
+// from the candidate's observer, which runs before Campaign goes on), no
+// term shows on a majority, and Leader reports none: neither the proposal
+// nor one node's counter. The term is the largest, written back, and the
 // candidate proclaims it before Campaign returns: every read after shows
 // it, on a majority of nodes.
 func TestElectionWriteBackTerm(t *testing.T) {
@@ -91,10 +94,21 @@ func TestElectionWriteBackTerm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e := newElection(t, newClient(t, Clients(t, nodes, nil)), name)
+	reader := newElection(t, newClient(t, Clients(t, nodes, nil)), name)
+	var read []error // the Leader reads made between a won acquisition and its proclamation
+	granted := redlock.Observer(func(ev redlock.Event) {
+		if ev.Kind == redlock.EventAcquire && ev.Err == nil {
+			_, err := reader.Leader(ctx)
+			read = append(read, err)
+		}
+	})
+	e := newElection(t, newClient(t, Clients(t, nodes, nil), redlock.WithObserver(granted)), name)
 	ld, err := e.Campaign(ctx, "v")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(read) != 1 || !errors.Is(read[0], redlock.ErrNoLeader) {
+		t.Fatalf("Leader between the grants and the proclamation: %v, want one ErrNoLeader", read)
 	}
 	if ld.Term() <= ahead || ld.Term()%64 == 63 {
 		t.Fatalf("term %d: not a counter above %d", ld.Term(), uint64(ahead))
