@@ -115,6 +115,20 @@ func conformance() map[string][]step {
 			raw("EVALSHA", strings.Repeat("0", 40), 0),                                           // NOSCRIPT
 			raw("EVALSHA", (&wire.Op{Kind: wire.OpAcquire}).SHA(), 1, k("d"), "t1", "t1", 10000), // cached by the EVALs before
 		},
+		"gate by ticket": { // a place a node lost, ties by ID, a refused waiter put back
+			do(queue(k("g"), "b.1", 200, false)),
+			do(withPlace(acq(k("g"), "ta"), "a.1", 100, lease)), raw("ZRANGE", k("g")+":queue", 0, -1),
+			do(rel(k("g"), "ta", 0)), do(withPlace(acq(k("g"), "tc"), "c.1", 300, lease)),
+			do(withPlace(acq(k("g"), "t0"), "a0.1", 200, lease)), do(rel(k("g"), "t0", 0)),
+			do(withPlace(acq(k("g"), "t9"), "z9.1", 200, lease)), raw("ZRANGE", k("g")+":queue", 0, -1),
+			do(withPlace(acq(k("g"), "tb"), "b.1", 200, lease)), raw("ZRANGE", k("g")+":queue", 0, -1),
+			do(withMode(queue(k("gr"), "w.1", 200, false), wire.ModeWrite)),
+			do(withMode(withPlace(acq(k("gr"), "r1"), "a.r1", 100, lease), wire.ModeRead)),
+			do(withMode(withPlace(acq(k("gr"), "r2"), "b.r2", 300, lease), wire.ModeRead)), raw("ZRANGE", k("gr")+":queue", 0, -1),
+			do(queue(k("gs")+"a", "b.1", 200, false)), do(setAcqOp(k("gs")+"a", k("gs")+"b", "s1", "a.1", 100)),
+			do(setAcqOp(k("gs")+"a", k("gs")+"b", "s3", "c.1", 300)),
+			raw("ZRANGE", k("gs")+"a:queue", 0, -1), raw("ZRANGE", k("gs")+"b:queue", 0, -1),
+		},
 		"plain acquire and reservations": {
 			do(plain(k("p"), "t1", "t1\x00meta")), raw("PTTL", k("p")), do(plain(k("p"), "t2", "t2")), // created (OK); refused (nil)
 			raw("ZADD", k("pz"), 1, "x"), do(plain(k("pz"), "t1", "t1")), // WRONGTYPE

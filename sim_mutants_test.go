@@ -138,7 +138,7 @@ var mutants = []mutant{
 	withBudget(1000, scriptMutant("the set's queue gate skipped: a set takes free keys whoever waits first", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"if hs[i] and hs[i] ~= id and not refused then refused = {-1 - lefts[i], '', hs[i]} end", "")),
 	scriptMutant("a reader enters ahead of a writer that waits before it", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
-		"if w then return {-1 - left, '', w} end", ""),
+		"if w then return refuse({-1 - left, '', w}) end", ""),
 	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
 		"local v = redis.call('GET', KEYS[1])\nif v and string.byte(v) ~= 0 then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }

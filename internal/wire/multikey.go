@@ -179,28 +179,45 @@ end` + grant
 }
 
 // gateAllLua defines gateAll(id, ticket, lease, refused), the wait queues'
-// part of a multi-key acquire: a queued caller (ticket not '0') is put in
-// (or refreshed in) every key's queue first. It returns refused (another
-// token holds a key: free's refusal) if given, else the queue's refusal
-// for the first key whose first waiter is not the caller; then every free
-// key with a live first waiter is kept Reserved for it (see queueLua).
-// Otherwise it takes the caller's place out of every queue and returns
-// nil: the set may be granted.
+// part of a multi-key acquire: a queued caller (ticket not '0') is first
+// on a key as gateLua says, and where it is refused its place is put back
+// in (or refreshed in) every key's queue, so that a set granted costs no
+// enqueue. It returns refused (another token holds a key: free's refusal)
+// if given, else the queue's refusal for the first key whose first waiter
+// is not the caller; then every free key with a live first waiter is kept
+// Reserved for it (see queueLua). Otherwise it takes the caller's place
+// out of every queue and returns nil: the set may be granted.
 const gateAllLua = `
 local function gateAll(id, ticket, lease, refused)
 	local t = now()
-	local hs, lefts = {}, {}
+	local hs, lefts, stale = {}, {}, {}
 	for i, k in ipairs(KEYS) do
 		local q, l = qkeys(k)
-		if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
-		hs[i], lefts[i] = head(q, l, t)
+		local h, left = head(q, l, t)
+		local placed = false
+		if ticket ~= '0' and h ~= id then
+			local before = not h or precedes(q, h, ticket)
+			if before then
+				h = id -- first here (see gateLua)
+			else
+				enqueue(q, l, t, id, ticket, tonumber(lease))
+				placed = true
+				if before == nil then h, left = head(q, l, t) end -- a tie: the queue's order
+			end
+		end
+		stale[i] = ticket ~= '0' and h == id and not placed
+		hs[i], lefts[i] = h, left
 		if hs[i] and hs[i] ~= id and not refused then refused = {-1 - lefts[i], '', hs[i]} end
 	end
 	for i, k in ipairs(KEYS) do
+		local q, l = qkeys(k)
 		if refused then
+			if stale[i] then -- first here, but refused: its place is kept, refreshed
+				enqueue(q, l, t, id, ticket, tonumber(lease))
+				lefts[i] = tonumber(lease)
+			end
 			if hs[i] and keyFree(k) then reserve(lefts[i], k) end
 		else
-			local q, l = qkeys(k)
 			leave(q, l, id)
 		end
 	end
@@ -225,7 +242,7 @@ local id, leaving = ARGV[1], ARGV[2] == '0'
 local first, left, pttl, waits = id, 0, -2, {}
 for i, k in ipairs(KEYS) do
 	local q, l = qkeys(k)
-	local was = head(q, l, t)
+	local was = leaving and head(q, l, t) -- the head a leave may wake the next of
 	if leaving then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
 	local h, hl = head(q, l, t)
 	local p = redis.call('PTTL', k)

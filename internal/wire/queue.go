@@ -45,7 +45,8 @@ import "fmt"
 // waiter and, when it is a reader, every reader after it up to the first
 // live writer (at most 64 places); writerAhead finds the first live writer
 // ahead of a place (of any place, for "": an unqueued reader), among the
-// first 64.
+// first 64. precedes reports whether a ticket comes before the entry h's
+// in the queue, nil for a tie (which the queue orders by ID).
 const queueLua = `
 local function qkeys(k)
 	k = k or KEYS[1]
@@ -88,6 +89,11 @@ local function wake(prefix, id, token, k)
 	local client = string.match(id, '^[^.]*')
 	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
 end
+local function precedes(q, h, ticket)
+	local a, b = tonumber(ticket), tonumber(redis.call('ZSCORE', q, h))
+	if a == b then return nil end
+	return a < b
+end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
 local function wakeFront(prefix, h, token, k)
 	wake(prefix, h, token, k)
@@ -115,9 +121,17 @@ end
 // gateLua decides whether a free key may be granted: gate returns nil when
 // it may (and takes the waiter's entry out of the queue), or the refusal
 // {−(head's lease left + 1), "", head}. A waiter with a ticket (not '0')
-// is queued (or refreshed) first, so that a node that had lost its entry
-// puts it back where its ticket says. id is "" and ticket '0' for a caller
-// not queued (a first attempt).
+// is first where its entry heads the queue, or where its ticket comes
+// before the head's: its entry, if the node had it, lapsed (or the node
+// lost it), and putting it back would have made it the head. A waiter
+// that is not first has its entry put back (or refreshed) where its
+// ticket says. A tie with the head's ticket is ordered by ID, as the
+// queue orders it (Lua's string order follows the node's locale). id is
+// "" and ticket '0' for a caller not queued (a first attempt).
+//
+// The first waiter, granted, so costs no enqueue: 5 commands instead of
+// 10 to 12 (TIME, ZRANGE, ZSCORE, ZREM twice), on every node, at every
+// hand-off (when the nodes' CPU is what a contended key waits for).
 //
 // The scripts define these functions only where they use them, inside the
 // branch that needs the queue: a Lua function definition runs each time the
@@ -127,8 +141,13 @@ const gateLua = `
 local function gate(id, ticket, lease)
 	local q, l = qkeys()
 	local t = now()
-	if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(lease)) end
 	local h, left = head(q, l, t)
+	if ticket ~= '0' and h ~= id then
+		local before = not h or precedes(q, h, ticket)
+		if before then return nil end
+		enqueue(q, l, t, id, ticket, tonumber(lease))
+		if before == nil then h, left = head(q, l, t) end -- a tie: the queue's order
+	end
 	if h and h ~= id then
 		reserve(left)
 		return {-1 - left, '', h}
@@ -182,7 +201,7 @@ func requeueIf(i int) string {
 var queueSrc = queueLua + readersLua + `
 local q, l = qkeys()
 local t = now()
-local first = head(q, l, t)
+local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
 if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
 local v, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])

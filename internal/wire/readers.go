@@ -56,19 +56,30 @@ var readAcquireSrc = queueLua + readersLua + `
 local id, ticket = ARGV[4] or '', ARGV[5] or '0'
 local q, l = qkeys()
 local t = now()
-if ticket ~= '0' then enqueue(q, l, t, id, ticket, tonumber(ARGV[6])) end
+-- A queued reader's place is put back where the node lost it (so that it
+-- is ordered by its ticket), and otherwise refreshed only where the reader
+-- is refused: one let in leaves the queue.
+local stale = ticket ~= '0'
+if stale and not redis.call('ZSCORE', q, id) then
+	enqueue(q, l, t, id, ticket, tonumber(ARGV[6]))
+	stale = false
+end
+local function refuse(reply)
+	if stale then enqueue(q, l, t, id, ticket, tonumber(ARGV[6])) end
+	return reply
+end
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue's, checked below)
 	local nul = string.find(v, '\0', 1, true)
 	if nul then v = string.sub(v, 1, nul - 1) end
-	return {-1 - redis.call('PTTL', KEYS[1]), v}
+	return refuse({-1 - redis.call('PTTL', KEYS[1]), v})
 end
 local r = KEYS[1] .. ':readers'
 readers(t)
 local mine = redis.call('ZSCORE', r, ARGV[1])
 if not mine and (ticket ~= '0' or redis.call('EXISTS', q) == 1) then
 	local w, left = writerAhead(q, l, t, id)
-	if w then return {-1 - left, '', w} end
+	if w then return refuse({-1 - left, '', w}) end
 	if ticket ~= '0' then leave(q, l, id) end
 	if v and not head(q, l, t) then redis.call('DEL', KEYS[1]) end -- the queue's reservation, with nobody left in it
 end
@@ -90,7 +101,7 @@ var queueReadSrc = queueLua + readersLua + `
 local q, l = qkeys()
 local t = now()
 local id = ARGV[1]
-local first = head(q, l, t)
+local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
 if ARGV[2] == '0' then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
