@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,5 +49,43 @@ func TestExpiryTakeoverPastHungNode(t *testing.T) {
 		late := time.Since(free)
 		require.Less(t, late, nodeTimeout, "the waiter took the lock %v after the key ran out on a majority", late)
 		require.NoError(t, l.Unlock(t.Context()))
+	})
+}
+
+// TestLookDuringHandOff: a Lock queues while the key is being handed to
+// another waiter, whose grants have landed on two nodes (its token there)
+// while the other three still have the key free with that waiter first.
+// The look sees no token on a majority, but the hurry is the other
+// waiter's: this one looks again on its usual timer, not within two round
+// trips (and again, and again). Before, the Lock that released the key
+// and queued at once looked twice at most hand-offs.
+func TestLookDuringHandOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		c := newTestClient(t, fakes)
+		rkey := c.redisKey("k")
+		looks := make([]atomic.Int32, len(fakes))
+		for i, f := range fakes {
+			f.delay = 100 * time.Microsecond
+			f.enqueue(rkey, &wire.Place{ID: "next.1", Ticket: 1, Lease: time.Minute})
+			if i < 2 {
+				f.set(rkey, "next-token", time.Minute)
+			}
+			f.ran = func(o *wire.Op) {
+				if o.Kind == wire.OpQueue {
+					looks[i].Add(1)
+				}
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		_, err := c.Lock(ctx, "k", waitHour)
+		require.ErrorIs(t, err, ErrNotObtained)
+		synctest.Wait()
+		for i := range looks {
+			// Its join, and its leave when the Lock gives up.
+			n := looks[i].Load()
+			require.LessOrEqual(t, n, int32(2), "node %d: the waiter looked %d times in 100 ms", i, n)
+		}
 	})
 }
