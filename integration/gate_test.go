@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,7 @@ func gateOp(t *testing.T, n *Node, o *wire.Op) any {
 	t.Helper()
 	o.Encode()
 	r, err := Admin(t, n).Do(t.Context(), o.EvalArgs(0)...).Result()
-	if err != nil && err != redis.Nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatalf("%v: %v", o.Kind, err)
 	}
 	return r
@@ -96,9 +98,9 @@ func zadds(t *testing.T, n *Node) int {
 	for line := range strings.SplitSeq(info, "\n") {
 		if rest, ok := strings.CutPrefix(line, "cmdstat_zadd:calls="); ok {
 			calls, _, _ := strings.Cut(rest, ",")
-			n := 0
-			for _, c := range calls {
-				n = n*10 + int(c-'0')
+			n, err := strconv.Atoi(calls)
+			if err != nil {
+				t.Fatalf("INFO commandstats: %q: %v", line, err)
 			}
 			return n
 		}

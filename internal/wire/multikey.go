@@ -187,7 +187,7 @@ end` + grant
 // is not the caller; then every free key with a live first waiter is kept
 // Reserved for it (see queueLua). Otherwise it takes the caller's place
 // out of every queue and returns nil: the set may be granted.
-const gateAllLua = `
+const gateAllLua = precedesLua + `
 local function gateAll(id, ticket, lease, refused)
 	local t = now()
 	local hs, lefts, stale = {}, {}, {}

@@ -45,8 +45,7 @@ import "fmt"
 // waiter and, when it is a reader, every reader after it up to the first
 // live writer (at most 64 places); writerAhead finds the first live writer
 // ahead of a place (of any place, for "": an unqueued reader), among the
-// first 64. precedes reports whether a ticket comes before the entry h's
-// in the queue, nil for a tie (which the queue orders by ID).
+// first 64.
 const queueLua = `
 local function qkeys(k)
 	k = k or KEYS[1]
@@ -88,11 +87,6 @@ end
 local function wake(prefix, id, token, k)
 	local client = string.match(id, '^[^.]*')
 	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
-end
-local function precedes(q, h, ticket)
-	local a, b = tonumber(ticket), tonumber(redis.call('ZSCORE', q, h))
-	if a == b then return nil end
-	return a < b
 end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
 local function wakeFront(prefix, h, token, k)
@@ -137,7 +131,7 @@ end
 // branch that needs the queue: a Lua function definition runs each time the
 // script does, and the uncontended path (a free key and no queue, or a
 // release that finds no queue) pays one EXISTS and no more.
-const gateLua = `
+const gateLua = precedesLua + `
 local function gate(id, ticket, lease)
 	local q, l = qkeys()
 	local t = now()
@@ -154,6 +148,19 @@ local function gate(id, ticket, lease)
 	end
 	if h then leave(q, l, h) end
 	return nil
+end
+`
+
+// precedesLua defines precedes(q, h, ticket), the gates' (gateLua,
+// gateAllLua): whether a waiter's ticket comes before the entry h's in
+// queue q, nil for a tie (which the queue orders by ID). Apart from
+// queueLua, so that the scripts that never grant by the queue do not
+// define it on every run.
+const precedesLua = `
+local function precedes(q, h, ticket)
+	local a, b = tonumber(ticket), tonumber(redis.call('ZSCORE', q, h))
+	if a == b then return nil end
+	return a < b
 end
 `
 
