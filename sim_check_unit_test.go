@@ -1,0 +1,48 @@
+package redlock
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// The checker's hand-off bound where a waiter queued behind a set, built
+// from simulator seed 42712 (TTL 536 ms, so a release's bound is 53.6 ms
+// and a key left to expire's 253.6 ms). A set S on {a, b} is first on
+// both; b's holder leaves b to expire; S sees b free at its next look, 187
+// ms later (its strategy's pace: a key left to expire wakes nobody), and
+// takes {a, b}. W, on {c, a}, is behind S on a; c is released 133 ms
+// after b's expiry, and W waits until S has had a and released it.
+func TestCheckerWaitBehindSet(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	run := func(sTook, wTook time.Duration) []string {
+		begin := time.Unix(1000, 0)
+		at := func(d time.Duration) time.Time { return begin.Add(d) }
+		s := &simRun{begin: begin, ttl: ms(536), end: at(ms(3000))}
+		s.holdings = []simHolding{
+			{keys: []string{"b"}, who: "B", from: at(ms(100)), to: at(ms(910)), expires: true},
+			{keys: []string{"c"}, who: "C", from: at(ms(500)), to: at(ms(1043))},
+			{keys: []string{"a", "b"}, who: "S", from: at(sTook), to: at(sTook + ms(92))},
+			{keys: []string{"c", "a"}, who: "W", from: at(wTook), to: at(wTook + ms(50))},
+		}
+		s.waits = []simWait{
+			{keys: []string{"a", "b"}, who: "S", from: at(ms(714)), to: at(sTook), ticket: at(ms(715))},
+			{keys: []string{"c", "a"}, who: "W", from: at(ms(964)), to: at(wTook), ticket: at(ms(965))},
+		}
+		return s.slowHandOffs()
+	}
+	if v := run(ms(1108), ms(1210)); len(v) != 0 {
+		t.Errorf("W served 10 ms after S released a, S late only within its own bound: flagged\n%s", strings.Join(v, "\n"))
+	}
+	// W still answers for its own gap once S is done with a.
+	v := run(ms(1108), ms(1200)+ms(54))
+	if len(v) != 1 || !strings.Contains(v[0], "W waited") {
+		t.Errorf("W served 54 ms after S released a (bound 53.6 ms): want W flagged, got %q", v)
+	}
+	// And S for its own: b free from 910 ms, S may take it until 1163.6 ms;
+	// W, behind it, is not blamed for S's delay.
+	v = run(ms(1165), ms(1267))
+	if len(v) != 1 || !strings.Contains(v[0], "S waited") {
+		t.Errorf("S took {a, b} 255 ms after b expired (bound 253.6 ms): want S flagged, got %q", v)
+	}
+}
