@@ -39,16 +39,47 @@ func (s *simRun) around(v []string) string {
 // that no seed reproduces (tokens come from crypto/rand).
 var simHistory = flag.Bool("sim.history", false, "print every op the nodes ran for a failing seed")
 
-// note records op o, run on node i, in the run's history.
+// note records op o, run on node i, in the run's history: the op by
+// name, its token, a release's cooldown, the waiter's place (a queue op
+// with quiet leaves it), and each of its keys (a set's, all of them) with
+// its value and PTTL after it.
 func (s *simRun) note(i int, o *wire.Op) {
 	f := s.nodes[i]
-	who := ""
-	if o.Place != nil {
-		who = fmt.Sprintf(" place=%s ticket=%d", o.Place.ID, o.Place.Ticket)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s node %d %s token=%q", s.at(time.Now()), i, opName(o), o.Token)
+	if o.Kind == wire.OpRelease && o.TTL > 0 {
+		fmt.Fprintf(&b, " cooldown=%v", o.TTL)
 	}
-	v, _ := f.value(o.Key)
-	line := fmt.Sprintf("%s node %d %v key=%s token=%q quiet=%v%s -> value=%q pttl=%v", s.at(time.Now()), i, o.Kind, o.Key, o.Token, o.Quiet, who, v, f.mem.Do("PTTL", o.Key))
+	if o.Place != nil {
+		fmt.Fprintf(&b, " place=%s ticket=%d", o.Place.ID, o.Place.Ticket)
+	}
+	keys := o.Keys
+	if len(keys) == 0 {
+		keys = []string{o.Key}
+	}
+	for _, k := range keys {
+		v, _ := f.value(k)
+		fmt.Fprintf(&b, " | %s=%q pttl=%v", k, v, f.mem.Do("PTTL", k))
+	}
 	s.mu.Lock()
-	s.hist = append(s.hist, line)
+	s.hist = append(s.hist, b.String())
 	s.mu.Unlock()
+}
+
+// opName names o's kind for the history; a queue op that takes the place
+// out is a leave.
+func opName(o *wire.Op) string {
+	names := map[wire.Kind]string{
+		wire.OpAcquire: "acquire", wire.OpExtend: "extend", wire.OpRelease: "release", wire.OpInspect: "inspect",
+		wire.OpAcquireFenced: "acquire-fenced", wire.OpFenceWrite: "fence-write", wire.OpQueue: "look",
+		wire.OpProclaim: "proclaim", wire.OpAcquirePlain: "acquire-plain",
+	}
+	n, ok := names[o.Kind]
+	switch {
+	case !ok:
+		return fmt.Sprint("op", int(o.Kind))
+	case o.Kind == wire.OpQueue && o.Quiet:
+		return "leave"
+	}
+	return n
 }
