@@ -46,3 +46,39 @@ func TestCheckerWaitBehindSet(t *testing.T) {
 		t.Errorf("S took {a, b} 255 ms after b expired (bound 253.6 ms): want S flagged, got %q", v)
 	}
 }
+
+// The checker's hand-off bound where a key left to expire is free under a
+// set that waited ahead and gave up later, built from simulator seed 84592
+// (TTL 586 ms: bounds 58.6 ms after a release, 258.6 ms after an expiry).
+// A set H on {b, c} releases with a 24 ms cooldown; W1, first on c, is
+// woken by nothing and sees c free at its next look, 108 ms after the
+// expiry. S, a set on {a, c} whose ticket comes after W1's and before W's,
+// waits for a and gives up 14 ms after the expiry; W, on c behind both, is
+// not held to the bound after S's wait.
+func TestCheckerExpiryUnderASetAhead(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	run := func(w1Took time.Duration) []string {
+		begin := time.Unix(1000, 0)
+		at := func(d time.Duration) time.Time { return begin.Add(d) }
+		s := &simRun{begin: begin, ttl: ms(586), end: at(ms(3000))}
+		s.holdings = []simHolding{
+			{keys: []string{"b", "c"}, who: "H", from: at(ms(189)), to: at(ms(482)), expires: true},
+			{keys: []string{"b", "c"}, who: "H(cooldown)", from: at(ms(482)), to: at(ms(506)), expires: true},
+			{keys: []string{"a"}, who: "A", from: at(ms(188)), to: at(ms(1000))},
+			{keys: []string{"c"}, who: "W1", from: at(w1Took), to: at(w1Took + ms(200))},
+		}
+		s.waits = []simWait{
+			{keys: []string{"c"}, who: "W1", from: at(0), to: at(w1Took), ticket: at(ms(1))},
+			{keys: []string{"a", "c"}, who: "S", from: at(ms(137)), to: at(ms(520)), ticket: at(ms(138)), failed: true},
+			{keys: []string{"c"}, who: "W", from: at(ms(392)), to: at(w1Took + ms(250)), ticket: at(ms(393))},
+		}
+		return s.slowHandOffs()
+	}
+	if v := run(ms(614)); len(v) != 0 {
+		t.Errorf("c free 108 ms after it expired, under the 258.6 ms bound: flagged\n%s", strings.Join(v, "\n"))
+	}
+	v := run(ms(506 + 259))
+	if len(v) == 0 || !strings.Contains(v[0], "W1 waited") {
+		t.Errorf("W1 served 259 ms after c expired: want it flagged, got %q", v)
+	}
+}
