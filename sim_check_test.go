@@ -228,8 +228,10 @@ func (s *simRun) slowHandOffs() []string {
 // hand-off bound after its end (after a holding, as its end allows; after
 // a set's wait ahead, a release's: it took the key or left the queue);
 // for a free gap, the latest due of the stretches of the busy spell
-// before it (a key left to expire wakes nobody, even if a set that waited
-// ahead of the waiter gives up later: simulator seed 84592).
+// before it, or for the gap a wait begins in, of the stretches that
+// ended before the wait began (a key left to expire wakes nobody, even if
+// a set that waited ahead of the waiter gives up later: simulator seeds
+// 84592, and 93602 where the set gave up as the waiter came).
 type simGap struct {
 	from, to time.Time
 	after    *simHolding
@@ -250,8 +252,12 @@ func (s *simRun) freeGaps(w simWait, to time.Time) []simGap {
 	}
 	var occ []simGap
 	var before *simHolding // the last holding of its keys to end before w.from
+	var prior time.Time    // the latest due of the stretches that ended by w.from
 	for _, k := range w.keys {
 		for _, o := range s.occupied(k, w, 0) {
+			if !o.to.After(w.from) {
+				prior = latest(prior, o.due)
+			}
 			switch {
 			case o.from.Before(to) && o.to.After(w.from):
 				occ = append(occ, o)
@@ -263,7 +269,7 @@ func (s *simRun) freeGaps(w simWait, to time.Time) []simGap {
 	slices.SortFunc(occ, func(a, b simGap) int { return a.from.Compare(b.from) })
 	var gaps []simGap
 	g := simGap{from: w.from, after: before} // the gap being measured
-	g.due = g.from.Add(s.handOffBound(before))
+	g.due = latest(g.from.Add(s.handOffBound(before)), prior)
 	for _, o := range occ {
 		if o.from.After(g.from) {
 			gaps = append(gaps, simGap{g.from, o.from, g.after, g.due})

@@ -82,3 +82,37 @@ func TestCheckerExpiryUnderASetAhead(t *testing.T) {
 		t.Errorf("W1 served 259 ms after c expired: want it flagged, got %q", v)
 	}
 }
+
+// As TestCheckerExpiryUnderASetAhead, where the set ahead gives up as the
+// waiter's wait begins, built from simulator seed 93602 (TTL 341 ms: 34.1
+// ms after a release, 234.1 ms after an expiry). A set H on {b, c}
+// releases with a 2 ms cooldown; W1, first on c, sees c free 57 ms after
+// it expired. S, a set on {a, b} ahead of W, waits for a and gives up at
+// the instant W, a set on {b, c}, begins to wait.
+func TestCheckerExpiryBeforeTheWait(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	run := func(w1Took time.Duration) []string {
+		begin := time.Unix(1000, 0)
+		at := func(d time.Duration) time.Time { return begin.Add(d) }
+		s := &simRun{begin: begin, ttl: ms(341), end: at(ms(3000))}
+		s.holdings = []simHolding{
+			{keys: []string{"b", "c"}, who: "H", from: at(ms(1)), to: at(ms(171)), expires: true},
+			{keys: []string{"b", "c"}, who: "H(cooldown)", from: at(ms(171)), to: at(ms(173)), expires: true},
+			{keys: []string{"a"}, who: "A", from: at(ms(1)), to: at(ms(307))},
+			{keys: []string{"c"}, who: "W1", from: at(w1Took), to: at(w1Took + ms(86))},
+		}
+		s.waits = []simWait{
+			{keys: []string{"c"}, who: "W1", from: at(ms(1)), to: at(w1Took), ticket: at(ms(2))},
+			{keys: []string{"a", "b"}, who: "S", from: at(ms(1)), to: at(ms(196)), ticket: at(ms(1)), failed: true},
+			{keys: []string{"b", "c"}, who: "W", from: at(ms(196)), to: at(w1Took + ms(87)), ticket: at(ms(196))},
+		}
+		return s.slowHandOffs()
+	}
+	if v := run(ms(231)); len(v) != 0 {
+		t.Errorf("c free 58 ms after it expired, under the 234.1 ms bound: flagged\n%s", strings.Join(v, "\n"))
+	}
+	v := run(ms(173 + 235))
+	if len(v) == 0 || !strings.Contains(v[0], "W1 waited") {
+		t.Errorf("W1 served 235 ms after c expired: want it flagged, got %q", v)
+	}
+}

@@ -69,12 +69,7 @@ func (s *simRun) note(i int, o *wire.Op) {
 // opName names o's kind for the history; a queue op that takes the place
 // out is a leave.
 func opName(o *wire.Op) string {
-	names := map[wire.Kind]string{
-		wire.OpAcquire: "acquire", wire.OpExtend: "extend", wire.OpRelease: "release", wire.OpInspect: "inspect",
-		wire.OpAcquireFenced: "acquire-fenced", wire.OpFenceWrite: "fence-write", wire.OpQueue: "look",
-		wire.OpProclaim: "proclaim", wire.OpAcquirePlain: "acquire-plain",
-	}
-	n, ok := names[o.Kind]
+	n, ok := opNames[o.Kind]
 	switch {
 	case !ok:
 		return fmt.Sprint("op", int(o.Kind))
@@ -82,4 +77,10 @@ func opName(o *wire.Op) string {
 		return "leave"
 	}
 	return n
+}
+
+var opNames = map[wire.Kind]string{
+	wire.OpAcquire: "acquire", wire.OpExtend: "extend", wire.OpRelease: "release", wire.OpInspect: "inspect",
+	wire.OpAcquireFenced: "acquire-fenced", wire.OpFenceWrite: "fence-write", wire.OpQueue: "look",
+	wire.OpProclaim: "proclaim", wire.OpAcquirePlain: "acquire-plain",
 }
