@@ -77,15 +77,23 @@ func TestInspectQueue(t *testing.T) {
 			require.Equal(t, first, n.FirstWaiter, n.Node)
 		}
 		// A place that lapses (its Lock gone without leaving) is not
-		// counted once its lease is over.
+		// counted once its lease is over. It is planted, not a live
+		// waiter's: a live one puts its place back at its next look,
+		// which can come within the lease (a plain attempt's refusal
+		// names no PTTL, and the look after it comes 1 ms later).
 		for _, f := range fakes {
-			f.setLease(holder.redisKey("k"), first, time.Millisecond)
+			f.mem.Do("ZADD", holder.redisKey("k")+":queue", 1, "gone.1")
+			f.setLease(holder.redisKey("k"), "gone.1", time.Millisecond)
 		}
+		s, err = holder.Inspect(t.Context(), "k")
+		require.NoError(t, err)
+		require.Equal(t, 3, s.Nodes[0].Waiting)
+		require.Equal(t, "gone.1", s.Nodes[0].FirstWaiter)
 		time.Sleep(2 * time.Millisecond)
 		s, err = holder.Inspect(t.Context(), "k")
 		require.NoError(t, err)
-		require.Equal(t, 1, s.Nodes[0].Waiting)
-		require.Equal(t, waiters.hand.id+".2", s.Nodes[0].FirstWaiter)
+		require.Equal(t, 2, s.Nodes[0].Waiting)
+		require.Equal(t, first, s.Nodes[0].FirstWaiter)
 		cancel()
 		synctest.Wait()
 		require.NoError(t, l.Unlock(t.Context()))
