@@ -176,6 +176,14 @@ func conformance() map[string][]step {
 			do(wire.NewOp(wire.OpInspect, k("f"), "", "", 0)),
 			raw("SET", k("g")+":fence", "hello"), fenced(k("g"), "t1", p, 0),
 			raw("SET", k("h")+":fence", fmt.Sprint(wire.MaxFence-2)), fenced(k("h"), "t1", 0, 0),
+			// The uncontended path (fastFencedLua) and what it leaves to the
+			// general one: a held key whose counter is below the proposal, a
+			// counter of the wrong type (an error, nothing written), and a
+			// free key whose queue has no reservation (granted, as the plain
+			// SET NX grants it).
+			fenced(k("i"), "t1", p, 0), fenced(k("i"), "t2", p+64, 1), raw("GET", k("i")+":fence"),
+			raw("ZADD", k("j")+":fence", 1, "x"), fenced(k("j"), "t1", p, 0), raw("EXISTS", k("j")),
+			do(queue(k("m"), "c1.1", 100, false)), raw("DEL", k("m")), fenced(k("m"), "t1", p, 2), raw("GET", k("m")),
 		},
 		// An election's grant announces the node's counter as the term (the
 		// proposal taken; a counter ahead; a value in another form, kept),

@@ -125,6 +125,8 @@ var mutants = []mutant{
 		"local v = redis.call('GET', KEYS[1])", "local v = false"),
 	scriptMutant("fenced acquire hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
+	scriptMutant("the uncontended fenced grant takes a proposal at or below the counter", (&wire.Op{Kind: wire.OpAcquireFenced}).Source(),
+		"and p > n and", "and"),
 	scriptMutant("an election's grant hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
 	scriptMutant("an election's grant announces the proposal, taken or not", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),

@@ -89,7 +89,8 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 // TestPlainAcquireKeepsTheQueue: a release that finds a live place in the
 // key's queue leaves the key Reserved on each node, so that an uncontended
 // acquire (a plain SET NX, which never reads the queue) is refused until
-// the first waiter takes the key; the releaser's own next TryLock too, and
+// the first waiter takes the key; the releaser's own next TryLock too, a
+// fenced one (whose uncontended path is a SET NX inside its script), and
 // an unqueued multi-key attempt over the key (whose script reads the
 // queues only when one of its keys is reserved). When the last place
 // leaves, the key goes. Without the reservation, the newcomer would be
@@ -142,6 +143,9 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 		"the newcomer's": func(ctx context.Context) (*redlock.Lock, error) { return newcomer.TryLock(ctx, key) },
 		"the releaser's": func(ctx context.Context) (*redlock.Lock, error) { return a.TryLock(ctx, key) },
 		"a set's":        set.TryLock,
+		"a fenced one's": func(ctx context.Context) (*redlock.Lock, error) {
+			return newcomer.TryLock(ctx, key, redlock.WithFencing())
+		},
 	}
 	for name, try := range tries {
 		if l, err := try(ctx); !errors.Is(err, redlock.ErrNotObtained) {

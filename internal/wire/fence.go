@@ -45,9 +45,14 @@ var acquireFencedSrc = acquireFencedScript("", "")
 // acquireFencedScript is acquireFencedSrc with check run first where the
 // key is free, and announce run on a grant once the new counter is known:
 // Lua that may change val, the value the key is set to (ARGV[2] unless
-// it does), given term, the counter as a string.
+// it does), given term, the counter as a string. A mutex's (neither
+// check nor announce) tries the uncontended grant first (fastFencedLua).
 func acquireFencedScript(check, announce string) string {
-	return fenceLua + `
+	fast := ""
+	if check == "" && announce == "" {
+		fast = fastFencedLua
+	}
+	return fast + fenceLua + `
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
 local code = 1
@@ -69,6 +74,30 @@ redis.call('SET', KEYS[1], val, 'PX', ARGV[3])
 return {code, f}
 `
 }
+
+// fastFencedLua is the uncontended fenced grant of a caller not queued: a
+// free key whose counter is a whole number below the proposal is set with
+// NX, and the counter to the proposal, in three commands (GET, SET NX,
+// SET) where the general path runs five (the key's GET, its queue's
+// EXISTS, the counter's GET and SET, the key's SET); on one redis-server
+// about a fifth less time per call. It grants what the general path would
+// (code 1, the proposal as the fence) and writes nothing otherwise, so any
+// other case (a held or Reserved key, re-entry, a proposal at or below
+// the counter, a bad counter) goes on to the general path, which reads
+// the counter again before it writes. Like the plain SET NX of an
+// unfenced Lock, it does not look for a queue: it jumps one only where a
+// free key's queue has no reservation (docs/design.md, "The uncontended
+// acquire: a plain SET NX").
+const fastFencedLua = `
+if (ARGV[8] or '0') == '0' then
+	local n, p = tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[6])
+	if n and n >= 0 and n == math.floor(n) and p > n and p < 9007199254740992
+		and redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+		redis.call('SET', KEYS[2], ARGV[6])
+		return {1, p}
+	end
+end
+`
 
 // fenceWriteSrc writes a fencing token back: counter = max(counter, t), for
 // the fence counter (k..":fence") of each lock key k in KEYS (one, or a
