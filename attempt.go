@@ -49,13 +49,16 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	ttl := a.lc.ttl
 	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), ttl)
+	o.Place = a.place
 	switch {
 	case a.lc.fencing && a.takesFence():
 		o.Kind, o.Fence = wire.OpAcquireFenced, c.propose()
+		if o.Place == nil && a.mode == wire.ModeMutex && a.rkeys == nil && !a.uncontended() {
+			o.Place = &wire.NotQueued // keeps it off the uncontended grant, which reads no queue
+		}
 	case a.plain():
 		o.Kind = wire.OpAcquirePlain
 	}
-	o.Place = a.place
 	// Detached, as Unlock's releases are: a caller that cancels ctx as soon
 	// as a majority granted (a wait with a timeout) would otherwise drop the
 	// grants still queued for the slower nodes, and the lock would survive
@@ -94,11 +97,16 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 }
 
 // plain reports whether the acquisition can be a plain SET NX on each
-// node (wire.OpAcquirePlain): a mutex's fresh token with no place in the
-// queue, no fencing, and a caller that needs no holder's PTTL from a
-// refusal (a semaphore's sweep bounds its wait by it).
-func (a *acquisition) plain() bool {
-	return a.mode == wire.ModeMutex && a.lc.token == "" && a.place == nil && !a.lc.fencing && !a.lc.sweeping && a.rkeys == nil
+// node (wire.OpAcquirePlain): uncontended, and no fencing.
+func (a *acquisition) plain() bool { return a.uncontended() && !a.lc.fencing }
+
+// uncontended reports whether the acquisition may take a free key
+// without reading its queue, as a plain SET NX does (fenced, inside the
+// script: wire's fastFencedLua): a mutex's fresh token with no place in
+// the queue, and a caller that needs no holder's PTTL from a refusal and
+// never jumps a queue (a semaphore's sweep: semaphores promise that).
+func (a *acquisition) uncontended() bool {
+	return a.mode == wire.ModeMutex && a.lc.token == "" && a.place == nil && !a.lc.sweeping && a.rkeys == nil
 }
 
 // propose returns the fence this Client proposes for its next fenced

@@ -180,10 +180,14 @@ func conformance() map[string][]step {
 			// general one: a held key whose counter is below the proposal, a
 			// counter of the wrong type (an error, nothing written), and a
 			// free key whose queue has no reservation (granted, as the plain
-			// SET NX grants it).
+			// SET NX grants it)...
 			fenced(k("i"), "t1", p, 0), fenced(k("i"), "t2", p+64, 1), raw("GET", k("i")+":fence"),
 			raw("ZADD", k("j")+":fence", 1, "x"), fenced(k("j"), "t1", p, 0), raw("EXISTS", k("j")),
 			do(queue(k("m"), "c1.1", 100, false)), raw("DEL", k("m")), fenced(k("m"), "t1", p, 2), raw("GET", k("m")),
+			// ...but not with an empty place (wire.NotQueued: a semaphore's
+			// sweep), which reads the queue: refused, the key reserved.
+			do(rel(k("m"), "t1", 0)), raw("DEL", k("m")),
+			step{o: withPlace(withFence(wire.NewOp(wire.OpAcquireFenced, k("m"), "t2", "t2", ttl), p+64), "", 0, 0), node: 2}, raw("GET", k("m")),
 		},
 		// An election's grant announces the node's counter as the term (the
 		// proposal taken; a counter ahead; a value in another form, kept),

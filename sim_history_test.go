@@ -50,7 +50,7 @@ func (s *simRun) note(i int, o *wire.Op) {
 	if o.Kind == wire.OpRelease && o.TTL > 0 {
 		fmt.Fprintf(&b, " cooldown=%v", o.TTL)
 	}
-	if o.Place != nil {
+	if o.Place != nil && o.Place.ID != "" { // not wire.NotQueued
 		fmt.Fprintf(&b, " place=%s ticket=%d", o.Place.ID, o.Place.Ticket)
 	}
 	keys := o.Keys

@@ -172,3 +172,44 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 	}
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
+
+// TestFencedSweepReadsTheQueue: a semaphore's sweep never jumps a slot's
+// queue, fenced or not, even where the slot's key is free without a
+// reservation (a holder's key that expired, before the next look). A
+// fenced mutex's first attempt may take such a key (its uncontended
+// grant reads no queue, as the plain SET NX does); a sweep sends an
+// empty place to keep off that path (wire.NotQueued).
+func TestFencedSweepReadsTheQueue(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	name := UniqueKey(t, nodes)
+	slot := RedisKey("sem:" + name + ":0")
+	ctx := t.Context()
+	o := &wire.Op{Kind: wire.OpQueue, Key: slot, Place: &wire.Place{ID: "zz.1", Ticket: 1, Lease: time.Minute}, Wake: "redlock:wake:"}
+	o.Encode()
+	for _, n := range nodes {
+		if err := Admin(t, n).Do(ctx, o.EvalArgs(0)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			Admin(t, n).Del(context.WithoutCancel(ctx), slot, slot+":queue", slot+":lease", slot+":fence")
+		}
+	})
+	c := newClient(t, Clients(t, nodes, nil))
+	for _, opts := range [][]redlock.Option{nil, {redlock.WithFencing()}} {
+		s, err := c.Semaphore(name, 1, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			Admin(t, n).Del(ctx, slot) // the look (or a refusal) reserved it: free, with a live place
+		}
+		if l, err := s.TryAcquire(ctx); !errors.Is(err, redlock.ErrNotObtained) {
+			if l != nil {
+				_ = l.Unlock(context.WithoutCancel(ctx))
+			}
+			t.Fatalf("TryAcquire (%d options) while zz.1 waits first: %v, want ErrNotObtained", len(opts), err)
+		}
+	}
+}

@@ -36,6 +36,12 @@ type Place struct {
 	Lease  time.Duration
 }
 
+// NotQueued is the place of a caller that has none but must not take a
+// free key without reading its queue: sent as an empty ID and ticket 0,
+// which the scripts read as no place (gateLua), it keeps a fenced acquire
+// off its uncontended grant (fastFencedLua), which reads no queue.
+var NotQueued = Place{}
+
 // Time returns the place's ticket as a Time (it is one, in µs since the
 // epoch), zero for none.
 func (p *Place) Time() time.Time {
