@@ -52,7 +52,7 @@ func acquireFencedScript(check, announce string) string {
 	if check == "" && announce == "" {
 		fast = fastFencedLua
 	}
-	return fast + fenceLua + `
+	return fenceLua + fast + `
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
 local code = 1
@@ -76,28 +76,29 @@ return {code, f}
 }
 
 // fastFencedLua is the uncontended fenced grant of a caller that sends no
-// place (not even NotQueued): a free key whose counter is a whole number
-// below the proposal is set with NX, and the counter to the proposal, in
-// three commands (GET, SET NX,
-// SET) where the general path runs five (the key's GET, its queue's
-// EXISTS, the counter's GET and SET, the key's SET); on one redis-server
-// about a fifth less time per call. It grants what the general path would
-// (code 1, the proposal as the fence) and writes nothing otherwise, so any
-// other case (a held or Reserved key, re-entry, a proposal at or below
-// the counter, a bad counter) goes on to the general path, which reads
-// the counter again before it writes. Like the plain SET NX of an
-// unfenced Lock, it does not look for a queue: it jumps one only where a
-// free key's queue has no reservation (docs/design.md, "The uncontended
-// acquire: a plain SET NX"). So only the callers that may send a plain
-// SET NX when unfenced take it; a semaphore's sweep, which must not jump
-// a queue, sends NotQueued.
+// place (not even NotQueued): where fence takes the proposal (a counter
+// that is a whole number below it), a free key is set with NX, and the
+// counter to the proposal, in three commands (GET, SET NX, SET) where the
+// general path runs five (the key's GET, its queue's EXISTS, the
+// counter's GET and SET, the key's SET); on one redis-server about a
+// sixth less time per call. It grants what the general path would (code
+// 1, the proposal as the fence) and writes nothing otherwise: any other
+// case (a held or Reserved key, re-entry, a proposal at or below the
+// counter, a bad counter) goes on to the general path, which asks fence
+// again before it writes, so a refused first attempt costs two commands
+// more than before. Like the plain SET NX of an unfenced Lock, it does
+// not look for a queue: it jumps one only where a free key's queue has no
+// reservation (docs/design.md, "The uncontended acquire: a plain SET
+// NX"). So only the callers that may send a plain SET NX when unfenced
+// take it; a semaphore's sweep, which must not jump a queue, sends
+// NotQueued. (A proposal is ≡ modulus−1, which no value fence computes
+// is, so fence returns the proposal only where it takes it.)
 const fastFencedLua = `
 if not ARGV[7] then
-	local n, p = tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[6])
-	if n and n >= 0 and n == math.floor(n) and p > n and p < 9007199254740992
-		and redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
+	local f = fence({KEYS[2]})
+	if f == tonumber(ARGV[6]) and redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
 		redis.call('SET', KEYS[2], ARGV[6])
-		return {1, p}
+		return {1, f}
 	end
 end
 `
