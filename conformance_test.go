@@ -236,7 +236,9 @@ func conformance() map[string][]step {
 			do(setQueue(m1+"w", m2+"w", "s2.1", 200, false)),     // first on both, both free
 			do(setAcq(m1+"w", m2+"w", "t2", "s2.1", 200)),        // granted: out of both queues
 			raw("EXISTS", m1+"w:queue", m2+"w:queue"),
-			do(setQueue(m1+"w", m2+"w", "s3.1", 300, false)),   // another set: the keys are held
+			do(setQueue(m1+"w", m2+"w", "s3.1", 300, false)),                                  // another set: the keys are held, by t2
+			raw("SET", m3+"w", "t8\x00meta"), do(setQueue(m3+"z", m3+"w", "s6.1", 600, true)), // the first key held names its holder
+			raw("DEL", m3+"w"),
 			do(setAcq(m1+"w", m2+"w", "t3", "", 0)),            // unqueued: refused by the holder
 			do(withKeys(rel(m1+"w", "t2", 0), m1+"w", m2+"w")), // wakes s3.1 on each key, reserves both
 			raw("GET", m2+"w"),

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,5 +99,55 @@ func TestMultiLockTryLockRespectsQueue(t *testing.T) {
 		l, err := set.TryLock(ctx)
 		require.NoError(t, err, "the set, once the waiter left")
 		require.NoError(t, l.Unlock(ctx))
+	})
+}
+
+// TestSetLockAfterSplit is the simulator's seeds 5687 and 21031 built on
+// purpose: a set's first attempt finds its keys split among contenders
+// whose grants are all on their way out, but its refusal looks like two
+// holders of different keys (each node names the first key another token
+// holds: a's on two nodes, b's on two, and one node grants, late), so the
+// attempt bounds the wait by the keys' PTTL (a minute here). Its look at
+// the queue must see the split, as a one-key look does
+// (TestLockAfterPlainSplit): no token holds its first key held on a
+// majority. The contenders' grants are then taken back, which wakes
+// nobody. Before the multi-key look named a holder, the set slept until
+// its place's refresh with its keys free.
+func TestSetLockAfterSplit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		c := newTestClient(t, fakes)
+		ra, rb := c.redisKey("a"), c.redisKey("b")
+		split := [][2]string{{"x", "w"}, {"x", "w"}, {"", "y"}, {"", "y"}, {"", ""}}
+		looked := make(chan struct{}) // the look has run on the last node
+		for i, f := range fakes {
+			for j, rkey := range []string{ra, rb} {
+				if tok := split[i][j]; tok != "" {
+					f.set(rkey, tok, time.Minute)
+				}
+			}
+			last := i == len(fakes)-1
+			var once sync.Once
+			f.ran = func(o *wire.Op) {
+				switch {
+				case o.Kind == wire.OpQueue && !o.Quiet:
+					once.Do(func() {
+						f.mem.Do("DEL", ra, rb) // taken back, waking nobody
+						if last {
+							close(looked)
+						}
+					})
+				case last && wire.IsAcquire(o.Kind):
+					<-looked // the set's grant answers late: its look sees the set's own token here
+				}
+			}
+		}
+		set, err := c.MultiLock([]string{"a", "b"}, waitHour)
+		require.NoError(t, err)
+		start := time.Now()
+		l, err := set.Lock(t.Context())
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 10*time.Millisecond, "the set slept with its keys free")
+		require.NoError(t, l.Unlock(t.Context()))
 	})
 }
