@@ -30,6 +30,16 @@ func (n cutNode) Start(c nodeio.Call) {
 	n.fakeNode.Start(c)
 }
 
+func (n cutNode) StartAll(calls []nodeio.Call) {
+	if !n.cut.Load() {
+		n.fakeNode.StartAll(calls)
+		return
+	}
+	for _, c := range calls {
+		n.Start(c)
+	}
+}
+
 // newCutClient is newTestClient through links that cut cuts.
 func newCutClient(t *testing.T, fakes []*fakeNode, cut *atomic.Bool, opts ...Option) *Client {
 	t.Helper()

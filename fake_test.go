@@ -50,6 +50,9 @@ type fakeNode struct {
 	// ran, if set, is called after every op the node ran (not one it
 	// dropped or failed). Set it before the node is used.
 	ran func(o *wire.Op)
+	// batched, if set, is called with the ops of every batch of two or
+	// more (StartAll). Set it before the node is used.
+	batched func(ops []*wire.Op)
 
 	calls   atomic.Int32
 	extends atomic.Int32
@@ -79,6 +82,25 @@ func (n *fakeNode) Name() string { return n.id }
 var fakeYield = flag.Bool("fakeyield", false, "fake nodes yield a random number of times before each call (slow: about 15x)")
 
 func (n *fakeNode) Start(c nodeio.Call) { n.startPaused(c, 0, turn{}) }
+
+// StartAll runs a batch's calls in order, each once the one before has
+// run, as a node's stream sends a batch in one pipeline. (A type that
+// embeds a fakeNode and has a Start of its own needs a StartAll too.)
+func (n *fakeNode) StartAll(calls []nodeio.Call) {
+	if n.batched != nil && len(calls) > 1 {
+		ops := make([]*wire.Op, len(calls))
+		for i, c := range calls {
+			ops[i] = c.Op
+		}
+		n.batched(ops)
+	}
+	var before <-chan struct{}
+	for _, c := range calls {
+		t := turn{after: before, done: make(chan struct{})}
+		before = t.done
+		n.startPaused(c, 0, t)
+	}
+}
 
 // turn keeps a connection's calls in order: a call runs on the node only
 // after the call before it (after closed), and closes done once it has.

@@ -133,32 +133,42 @@ func (req *request) start(ctx context.Context, r *round, deadline time.Time) {
 	}
 }
 
-// fanOutAll runs the rounds of reqs (the same nodes and timeout, an op
-// each) at once: each node is sent every op together, and every round is
-// collected as fanOut does, within the same deadline. So asking about many
-// keys costs one batch per node (one pipeline, on a node that batches) and
-// at most one node timeout, however many keys.
+// fanOutAll runs the rounds of reqs (the same nodes, an op each) at once:
+// each node is sent every op together, and every round is collected as
+// fanOut does. So asking about many keys costs one batch per node (one
+// pipeline, on a node that batches) and at most one node timeout, however
+// many keys.
 func fanOutAll(ctx context.Context, reqs []request) []*round {
+	rounds, deadlines := startBatch(ctx, reqs)
+	for j, r := range rounds {
+		r.collect(ctx, reqs[j].timeout, deadlines[j])
+	}
+	return rounds
+}
+
+// startBatch starts the rounds of reqs (the same nodes, an op each): each
+// node is sent every op together, in reqs' order (one pipeline, on a node
+// that batches: it runs them in that order). It returns the rounds, each
+// to collect by its deadline.
+func startBatch(ctx context.Context, reqs []request) ([]*round, []time.Time) {
 	start := time.Now()
 	rounds := make([]*round, len(reqs))
+	deadlines := make([]time.Time, len(reqs))
 	for j := range reqs {
 		rounds[j] = newRound(reqs[j], start)
+		deadlines[j] = start.Add(reqs[j].timeout)
 	}
 	if len(reqs) == 0 {
-		return rounds
+		return rounds, deadlines
 	}
-	deadline := start.Add(reqs[0].timeout)
 	calls := make([]nodeio.Call, len(reqs))
 	for i, nd := range reqs[0].nodes {
 		for j := range reqs {
-			calls[j] = nodeio.Call{Ctx: ctx, Deadline: deadline, Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
+			calls[j] = nodeio.Call{Ctx: ctx, Deadline: deadlines[j], Op: reqs[j].op, Index: i, To: rounds[j], Detached: reqs[j].detached()}
 		}
 		startAll(nd, calls)
 	}
-	for j, r := range rounds {
-		r.collect(ctx, reqs[j].timeout, deadline)
-	}
-	return rounds
+	return rounds, deadlines
 }
 
 // batcher is a node that can send calls together: one batch, in order.

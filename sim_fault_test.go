@@ -43,6 +43,14 @@ func (n simLink) Start(c nodeio.Call) {
 	n.startPaused(c, time.Duration(n.pause.Load()), t)
 }
 
+// StartAll starts a batch's calls in order: the link runs every call in
+// the order made.
+func (n simLink) StartAll(calls []nodeio.Call) {
+	for _, c := range calls {
+		n.Start(c)
+	}
+}
+
 // simSpan is a fault's time, from its start to when it has healed.
 type simSpan struct{ from, to time.Time }
 
