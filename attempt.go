@@ -20,6 +20,7 @@ type acquisition struct {
 	wr         *round      // the fence write-back round, with fencing
 	fence      int64
 	won        bool
+	handed     bool // sent by an Unlock of this Client (handover.go)
 	start, end time.Time
 }
 
@@ -37,7 +38,13 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 		a.place = &w.Place
 	}
 	c.acquire(ctx, a)
-	if v := validity(lc.ttl, c.cfg.drift, a.start, a.end); a.won && v > 0 {
+	return c.conclude(ctx, a)
+}
+
+// conclude makes the Lock of an acquisition whose rounds are in, or takes
+// back what it created and describes its failure.
+func (c *Client) conclude(ctx context.Context, a *acquisition) (*Lock, *QuorumError) {
+	if v := validity(a.lc.ttl, c.cfg.drift, a.start, a.end); a.won && v > 0 {
 		return c.grant(ctx, a, v)
 	}
 	return nil, c.refuse(ctx, a)
@@ -47,8 +54,15 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 // plain) to every node and, with fencing, writes
 // the token back to a majority.
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
-	ttl := a.lc.ttl
-	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), ttl)
+	req := c.acquireRequest(a)
+	a.start = time.Now()
+	a.r = c.send(ctx, req)
+	c.settle(ctx, a, req.op)
+}
+
+// acquireRequest prepares a's acquire round.
+func (c *Client) acquireRequest(a *acquisition) request {
+	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), a.lc.ttl)
 	o.Place = a.place
 	switch {
 	case a.lc.fencing && a.takesFence():
@@ -64,9 +78,12 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	// grants still queued for the slower nodes, and the lock would survive
 	// one node fewer. Grants that come after a failed attempt are taken
 	// back (refuse), as before.
-	req := request{op: o, need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided, judge: c.judge, detach: true}
-	a.start = time.Now()
-	a.r = c.send(ctx, req)
+	return request{op: o, need: c.quorum(), timeout: c.nodeTimeout(a.lc.ttl), stop: tally.decided, judge: c.judge, detach: true}
+}
+
+// settle concludes a's acquire round r, sent as o: whether it won and,
+// with fencing, the token, written back to a majority if need be.
+func (c *Client) settle(ctx context.Context, a *acquisition, o *wire.Op) {
 	if mutated(mutValidityFromReply) {
 		a.start = time.Now()
 	}
@@ -88,7 +105,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 		if acked >= c.quorum() {
 			a.fence = o.Fence
 		} else {
-			a.wr = c.send(ctx, request{op: wire.NewFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(ttl), stop: tally.decided})
+			a.wr = c.send(ctx, request{op: wire.NewFenceWrite(a.rkey, a.rkeys, a.token, a.fence), need: c.quorum(), timeout: c.nodeTimeout(a.lc.ttl), stop: tally.decided})
 			a.wr.finish(&c.bg, nil)
 			a.won = a.wr.tally.won()
 		}
@@ -163,7 +180,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 		}
 	})
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Read: a.reader(), Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Read: a.reader(), Attempt: a.n, Queued: a.place.Time(), HandedOver: a.handed, Duration: a.end.Sub(a.start), Validity: v, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	if err := c.track(l); err != nil {
 		_ = l.Unlock(context.WithoutCancel(ctx))
@@ -222,7 +239,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	}
 	qerr.retryAfter = retryHint(a.r, c.quorum(), a.end.Sub(a.start), a.multiKey())
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Read: a.reader(), Attempt: a.n, Queued: a.place.Time(), Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: a.key, Read: a.reader(), Attempt: a.n, Queued: a.place.Time(), HandedOver: a.handed, Duration: a.end.Sub(a.start), Err: qerr, Nodes: nodeResults(c.nodes, a.r)})
 	}
 	return qerr
 }

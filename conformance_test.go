@@ -115,6 +115,11 @@ func conformance() map[string][]step {
 			raw("EVALSHA", strings.Repeat("0", 40), 0),                                           // NOSCRIPT
 			raw("EVALSHA", (&wire.Op{Kind: wire.OpAcquire}).SHA(), 1, k("d"), "t1", "t1", 10000), // cached by the EVALs before
 		},
+		"own places ahead": { // a look's fifth reply: only the waiter's own Client's places ahead of it
+			do(queue(k("o"), "c1.1", 100, false)), do(queue(k("o"), "c1.2", 200, false)), // c1.2: c1.1 ahead, 1
+			do(queue(k("o"), "c2.1", 150, false)), do(queue(k("o"), "c1.2", 200, false)), // c2.1 ahead of c1.2 now: 0
+			do(queue(k("o"), "c2.1", 150, true)), do(queue(k("o"), "c1.1", 100, false)), // c1.1 first: 1
+		},
 		"gate by ticket": { // a place a node lost, ties by ID, a refused waiter put back
 			do(queue(k("g"), "b.1", 200, false)),
 			do(withPlace(acq(k("g"), "ta"), "a.1", 100, lease)), raw("ZRANGE", k("g")+":queue", 0, -1),

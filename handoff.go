@@ -73,8 +73,13 @@ type waiter struct {
 	// next look waits for at most (see lookRequest). Late answers add to
 	// it from the nodes' goroutines (heardLate).
 	heard atomic.Uint64
+	// nextHere: its last look found only waiters of this Client ahead of
+	// it, on a majority of nodes (see claim)
+	nextHere atomic.Bool
 
-	// Guarded by the handoff's mu (notice.go):
+	// Guarded by the handoff's mu (notice.go, handover.go):
+	asleep      *lockConfig          // its Lock call's, while it sleeps between tries
+	handed      *handedAttempt       // an attempt an Unlock sent for it while it slept
 	woke        string               // the key whose release last woke it
 	readersLeft int                  // a writer's: nodes that said their last reader left, since its last attempt
 	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since

@@ -43,6 +43,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	if !w.t.choosesSlot() {
 		r := c.send(ctx, c.lookRequest(w, w.t, lc))
 		c.endLook(w, r)
+		notePlace(w, r, c.quorum())
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys), sent)
 		}

@@ -62,12 +62,18 @@ type Event struct {
 	// Queued, for EventAcquire: when the Lock call took its place in the
 	// key's wait queue (its ticket: waiters are served in this order); zero
 	// for an attempt made before it queued, or by TryLock.
-	Queued   time.Time
-	Duration time.Duration // EventAcquire, EventExtend, EventRelease: how long the round took
-	Validity time.Duration // a successful EventAcquire or EventExtend: the validity left
-	Held     time.Duration // a successful EventRelease, EventEnd: time since the lock was acquired
-	Err      error         // why the round failed, or why the lock ended
-	Nodes    []NodeResult  // round events: every node asked, in node order
+	Queued time.Time
+	// HandedOver, for EventAcquire: the attempt was sent by an Unlock of
+	// the same Client, in the same batch as its release, for this Lock
+	// call, which was the key's next waiter: the hand-off took one round
+	// where it takes two between Clients (docs/design.md, "The hand-over
+	// inside one Client").
+	HandedOver bool
+	Duration   time.Duration // EventAcquire, EventExtend, EventRelease: how long the round took
+	Validity   time.Duration // a successful EventAcquire or EventExtend: the validity left
+	Held       time.Duration // a successful EventRelease, EventEnd: time since the lock was acquired
+	Err        error         // why the round failed, or why the lock ended
+	Nodes      []NodeResult  // round events: every node asked, in node order
 }
 
 // observing reports whether any observer is set.

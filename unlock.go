@@ -74,7 +74,13 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	start := time.Now()
 	o := l.op(wire.OpRelease, l.token, "", cooldown)
 	o.Wake = c.hand.wakeArg
-	r := c.send(ctx, request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true})
+	req := request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true}
+	var r *round
+	if ha := c.hand.claim(l, cooldown, idx != nil); ha != nil {
+		r = c.sendHandOver(ctx, req, ha) // our next waiter's attempt goes with it (handover.go)
+	} else {
+		r = c.send(ctx, req)
+	}
 	r.finish(&c.bg, func(j int, res wire.Result) func() { return l.onRelease(ctx, nodeIndex(idx, j), res) })
 	for j, res := range r.results {
 		if !res.Answered {

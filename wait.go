@@ -80,15 +80,16 @@ type waitLoop struct {
 	ctx      context.Context
 	t        target
 	lc       *lockConfig
-	w        *waiter       // our place in the queue, once we have one
-	slot     int           // a semaphore's: the slot the last look found w first on, −1 none
-	tries    int           // failed tries: attempts and looks at the queue
-	attempts int           // attempts made, for observers (Event.Attempt)
-	last     tryFailure    // the last failed try
-	delay    time.Duration // the strategy's delay before the next try, once asked
-	asked    bool          // delay is set
-	l        *Lock         // how the call ended: with the lock,
-	err      error         // or with this error
+	w        *waiter        // our place in the queue, once we have one
+	slot     int            // a semaphore's: the slot the last look found w first on, −1 none
+	tries    int            // failed tries: attempts and looks at the queue
+	attempts int            // attempts made, for observers (Event.Attempt)
+	handed   *handedAttempt // an attempt an Unlock of this Client sent for us, to take next
+	last     tryFailure     // the last failed try
+	delay    time.Duration  // the strategy's delay before the next try, once asked
+	asked    bool           // delay is set
+	l        *Lock          // how the call ended: with the lock,
+	err      error          // or with this error
 }
 
 // queueAtOnce queues before the first try when others are known to wait
@@ -203,6 +204,10 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 	if s.w != nil {
 		s.c.hand.attempting(s.w)
 	}
+	if ha := s.handed; ha != nil {
+		s.handed = nil
+		return s.c.attemptHanded(s.ctx, ha, s.attempts)
+	}
 	if !s.t.choosesSlot() {
 		return s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)
 	}
@@ -240,7 +245,11 @@ func (s *waitLoop) sleepUntilNext() (woken, ended bool) {
 		d = min(d, s.last.hint)
 	}
 	d = min(d, s.w.Lease/3)
+	s.c.hand.asleep(s.w, s.lc)
 	woken, err := s.c.sleepOrWake(s.ctx, s.w, d)
+	if s.handed = s.c.hand.awake(s.w); s.handed != nil {
+		return true, false // taken even if err: its grants must come back
+	}
 	if err != nil {
 		return false, s.giveUp(err)
 	}

@@ -200,7 +200,10 @@ func requeueIf(i int) string {
 // out, and reports the queue and the key.
 // ARGV[1] waiter ID, ARGV[2] ticket (0: leave), ARGV[3] lease ms.
 // Reply: {head or "", head's lease left ms, the key's PTTL (−2: no key),
-// the holder's token ("" when free)}; where the key is free but readers
+// the holder's token ("" when free), 1 when every place ahead of the
+// waiter's (among the first 64) is of the waiter's own Client, else 0 (a
+// leave: 0); it costs a command only where the head is of the waiter's
+// Client and not the waiter}; where the key is free but readers
 // hold (a read-write lock), the readers' longest lease left stands for
 // the PTTL. A waiter that leaves from the head of the queue while the key is free
 // publishes {ID, NUL, new head} on the key's release channel, as a release
@@ -228,5 +231,17 @@ if ARGV[2] == '0' and first == ARGV[1] and h and (pttl == -2 or writerFree and i
 	wakeFront(ARGV[4], h, ARGV[1])
 end
 if v then v = string.match(v, '^[^%z]*') else v = '' end
-return {h or '', left, pttl, v}
+local own = 0 -- a look: 1 if every place ahead of the waiter's is its own Client's
+if ARGV[2] ~= '0' and h then
+	local client = string.match(ARGV[1], '^[^.]*') .. '.'
+	if h == ARGV[1] then
+		own = 1
+	elseif string.sub(h, 1, #client) == client then -- else no command more
+		for _, x in ipairs(redis.call('ZRANGE', q, 1, 63)) do
+			if x == ARGV[1] then own = 1 break end
+			if string.sub(x, 1, #client) ~= client then break end
+		end
+	end
+end
+return {h or '', left, pttl, v, own}
 `

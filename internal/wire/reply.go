@@ -38,6 +38,9 @@ type Result struct {
 	// Guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
 	Guarded bool
+	// OwnAhead, from a one-key look at the queue: every waiter ahead of
+	// the looking one (among the first 64) is of its own Client.
+	OwnAhead bool
 	// Head: the first waiter in the key's queue, from a queue op, a
 	// refusal (StatusQueued), a release or an inspect; its lease left is
 	// pttl when the key is free (StatusQueued, or a queue op's
@@ -206,25 +209,31 @@ func queueReply(reply []any, err error) Result {
 		pttl, ok3 := reply[2].(int64)
 		var holder string
 		var held uint64
+		var own bool
 		if len(reply) >= 4 {
 			holder, _ = reply[3].(string)
 		}
 		if len(reply) == 5 {
-			mask, _ := reply[4].(string)
-			for i := range min(len(mask), 64) {
-				if mask[i] == '1' {
-					held |= 1 << i
+			switch x := reply[4].(type) {
+			case string: // a set's: the keys it waits for
+				for i := range min(len(x), 64) {
+					if x[i] == '1' {
+						held |= 1 << i
+					}
 				}
+			case int64: // a one-key look's: only its own Client's waiters ahead
+				own = x == 1
 			}
 		}
 		if ok1 && ok2 && ok3 {
+			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held, OwnAhead: own}
 			switch {
 			case pttl == -2:
-				return Result{Status: StatusAbsent, Head: head, PTTL: time.Duration(left) * time.Millisecond, Waits: held}
+				r.Status, r.PTTL, r.Value = StatusAbsent, time.Duration(left)*time.Millisecond, ""
 			case pttl < 0:
-				return Result{Status: StatusHeld, Head: head, PTTL: -1, Value: holder, Waits: held}
+				r.PTTL = -1
 			}
-			return Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held}
+			return r
 		}
 	}
 	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}
