@@ -19,7 +19,9 @@
 // "redlock.acquire", "redlock.extend" and "redlock.release", timed from the
 // round's start to its end and parented on the caller's context. Each node's
 // answer is a span event; a read-write lock's read side (Event.Read) has
-// the attribute redlock.read. A lock that ends early (it expired or was
+// the attribute redlock.read, and an attempt sent with the release of a
+// lock of the same Client (Event.HandedOver) redlock.handed_over. A lock
+// that ends early (it expired or was
 // taken over) is a "redlock.end" span with an error status.
 package redlockotel
 
@@ -173,6 +175,9 @@ func (o *Observer) span(ctx context.Context, name string, e redlock.Event, attrs
 	s.SetAttributes(attrs...)
 	if e.Attempt > 0 {
 		s.SetAttributes(attribute.Int("redlock.attempt", e.Attempt))
+	}
+	if e.HandedOver {
+		s.SetAttributes(attribute.Bool("redlock.handed_over", true))
 	}
 	if e.Validity > 0 {
 		s.SetAttributes(attribute.Float64("redlock.validity_s", e.Validity.Seconds()))

@@ -194,9 +194,10 @@ func TestReason(t *testing.T) {
 	}
 }
 
-// TestReadSideAttribute: an event of a read-write lock's read side gives
-// its span the attribute redlock.read.
-func TestReadSideAttribute(t *testing.T) {
+// TestFlagAttributes: an event of a read-write lock's read side gives its
+// span the attribute redlock.read, and an attempt an Unlock of the same
+// Client sent (Event.HandedOver) redlock.handed_over; others have neither.
+func TestFlagAttributes(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -206,19 +207,23 @@ func TestReadSideAttribute(t *testing.T) {
 	}
 	obs.Observe(redlock.Event{Kind: redlock.EventAcquire, Context: t.Context(), Key: "rw:doc", Read: true, Attempt: 1})
 	obs.Observe(redlock.Event{Kind: redlock.EventAcquire, Context: t.Context(), Key: "rw:doc", Attempt: 1})
+	obs.Observe(redlock.Event{Kind: redlock.EventAcquire, Context: t.Context(), Key: "job", Attempt: 2, HandedOver: true})
 	ended := spans.Ended()
-	if len(ended) != 2 {
-		t.Fatalf("%d spans, want 2", len(ended))
+	if len(ended) != 3 {
+		t.Fatalf("%d spans, want 3", len(ended))
 	}
-	for i, want := range []bool{true, false} {
-		got := false
+	for i, want := range [][2]bool{{true, false}, {false, false}, {false, true}} {
+		var got [2]bool
 		for _, a := range ended[i].Attributes() {
-			if a.Key == "redlock.read" {
-				got = a.Value.AsBool()
+			switch a.Key {
+			case "redlock.read":
+				got[0] = a.Value.AsBool()
+			case "redlock.handed_over":
+				got[1] = a.Value.AsBool()
 			}
 		}
 		if got != want {
-			t.Errorf("span %d: redlock.read %v, want %v", i, got, want)
+			t.Errorf("span %d: redlock.read, redlock.handed_over %v, want %v", i, got, want)
 		}
 	}
 }
