@@ -21,10 +21,9 @@ import (
 // handedAttempt is a waiter's attempt that an Unlock of its Client sends.
 type handedAttempt struct {
 	a        *acquisition
-	op       *wire.Op
-	timeout  time.Duration
+	req      request // its acquire round's, as acquireRequest made it
 	deadline time.Time
-	sent     chan struct{} // closed once sent: a.r, op and deadline are set
+	sent     chan struct{} // closed once sent: a.r, req and deadline are set
 }
 
 // claim picks the waiter that an Unlock of l may send an attempt for with
@@ -71,12 +70,12 @@ func (h *handoff) claim(l *Lock, cooldown time.Duration, partial bool) *handedAt
 // node in one batch, the attempt right behind the release, and collects
 // the release's round; the waiter collects the attempt's (attemptHanded).
 func (c *Client) sendHandOver(ctx context.Context, rel request, ha *handedAttempt) *round {
-	acq := c.acquireRequest(ha.a)
+	ha.req = c.acquireRequest(ha.a)
 	rel.nodes, rel.timed = c.nodes, c.timed
-	acq.nodes, acq.timed = c.nodes, c.timed
+	ha.req.nodes, ha.req.timed = c.nodes, c.timed
 	ha.a.start = time.Now() // before the batch: validity counts from the first send
-	rs, deadlines := startBatch(ctx, []request{rel, acq})
-	ha.a.r, ha.op, ha.timeout, ha.deadline = rs[1], acq.op, acq.timeout, deadlines[1]
+	rs, deadlines := startBatch(ctx, []request{rel, ha.req})
+	ha.a.r, ha.deadline = rs[1], deadlines[1]
 	close(ha.sent)
 	rs[0].collect(ctx, rel.timeout, deadlines[0])
 	return rs[0]
@@ -89,8 +88,8 @@ func (c *Client) sendHandOver(ctx context.Context, rel request, ha *handedAttemp
 func (c *Client) attemptHanded(ctx context.Context, ha *handedAttempt, n int) (*Lock, *QuorumError) {
 	a := ha.a
 	a.n, a.handed = n, true
-	a.r.collect(ctx, ha.timeout, ha.deadline)
-	c.settle(ctx, a, ha.op)
+	a.r.collect(ctx, ha.req.timeout, ha.deadline)
+	c.settle(ctx, a, ha.req.op)
 	return c.conclude(ctx, a)
 }
 

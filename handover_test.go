@@ -26,9 +26,11 @@ func TestHandOverInOneRound(t *testing.T) {
 		var armed atomic.Bool
 		for _, f := range fakes {
 			f.batched = func(ops []*wire.Op) {
+				batch := f.id
 				for _, o := range ops {
-					batches.add(f.id + " " + opName(o))
+					batch += " " + opName(o)
 				}
+				batches.add(batch)
 			}
 			f.ran = func(o *wire.Op) {
 				if armed.Load() && wire.IsAcquire(o.Kind) {
@@ -53,9 +55,9 @@ func TestHandOverInOneRound(t *testing.T) {
 		synctest.Wait()
 		var want []string
 		for _, f := range fakes {
-			want = append(want, f.id+" release", f.id+" acquire")
+			want = append(want, f.id+" release acquire")
 		}
-		require.ElementsMatch(t, want, batches.get(), "each node's batch: the release, then the waiter's attempt")
+		require.ElementsMatch(t, want, batches.get(), "one batch per node: the release, then the waiter's attempt")
 		require.ElementsMatch(t, []string{"fake0", "fake1", "fake2"}, acquires.get(), "one acquire per node, the batch's")
 		require.NoError(t, l.Unlock(t.Context()))
 	})
