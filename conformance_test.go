@@ -167,8 +167,9 @@ func conformance() map[string][]step {
 			do(withPlace(acq(k("q"), "t2"), "c2.1", 200, lease)), // queued, not first
 			do(withPlace(acq(k("q"), "t1"), "c1.1", 100, lease)), // first: granted, leaves the queue
 			do(queue(k("q"), "c2.1", 200, false)), do(wire.NewOp(wire.OpInspect, k("q"), "", "", 0)),
-			do(rel(k("q"), "t1", 0)),                                                    // wakes c2.1
-			do(queue(k("q"), "c3.1", 300, false)), do(queue(k("q"), "c2.1", 200, true)), // c2 leaves first: wakes c3
+			do(rel(k("q"), "t1", 0)), raw("GET", k("q")), // wakes c2.1; reserved since t1
+			do(queue(k("q"), "c3.1", 300, false)), do(queue(k("q"), "c2.1", 200, true)), // c2 leaves first: wakes c3, for c2.1 and for t1
+			raw("GET", k("q")),
 			do(wire.NewOp(wire.OpInspect, k("q"), "", "", 0)), raw("ZRANGE", k("q")+":queue", 0, -1),
 			do(withPlace(acq(k("q"), "t3"), "c3.1", 300, lease)), do(withPlace(acq(k("q"), "t4"), "c4.1", 400, lease)),
 			do(queue(k("q"), "c4.1", 400, false)),

@@ -1,11 +1,13 @@
 package redlock
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -71,5 +73,78 @@ func TestSemaphoreQueued(t *testing.T) {
 		require.NoError(t, b.Unlock(ctx))
 		require.NoError(t, c.Unlock(ctx))
 		wg.Wait()
+	})
+}
+
+// TestSemaphoreWokenAcrossLeaveAndRelease: a waiter first on both slots
+// takes one, and its leave of the other is on its way when that slot is
+// released. Two nodes had the leave first, and their release names the
+// next waiter; two others name the first waiter, whose leave reaches them
+// after; the fifth has not had the leave yet. No one notice's token has a
+// majority (the release's two, the leave's two), yet the slot is free for
+// the next waiter on four nodes: a leave of a slot reserved since a release
+// also announces that release, and the next waiter is woken at once, not
+// at its next look.
+func TestSemaphoreWokenAcrossLeaveAndRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		holderC, firstC, nextC := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		slot1 := holderC.target(slotKey("pool", 1)).rkey
+		gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+		for i, f := range fakes[:3] { // the first waiter's leave of slot 1 waits on nodes 0, 1 and 2
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpQueue && o.Quiet && o.Key == slot1 && strings.HasPrefix(o.Place.ID, firstC.hand.id+".") {
+					<-gates[i]
+				}
+			}
+		}
+		holder, err := holderC.Semaphore("pool", 2)
+		require.NoError(t, err)
+		held := map[string]*Lock{}
+		for range 2 {
+			l, err := holder.TryAcquire(ctx)
+			require.NoError(t, err)
+			held[l.Key()] = l
+		}
+		got := map[string]chan *Lock{"first": make(chan *Lock, 1), "next": make(chan *Lock, 1)}
+		for _, w := range []struct {
+			who string
+			c   *Client
+		}{{"first", firstC}, {"next", nextC}} {
+			s, err := w.c.Semaphore("pool", 2)
+			require.NoError(t, err)
+			go func() {
+				l, err := s.Acquire(ctx)
+				if err != nil {
+					t.Errorf("%s: %v", w.who, err)
+				}
+				got[w.who] <- l
+			}()
+			synctest.Wait() // its sweep refused, it waits in line
+			time.Sleep(time.Millisecond)
+		}
+		require.NoError(t, held[slotKey("pool", 0)].Unlock(ctx))
+		synctest.Wait() // the first waiter holds slot 0; its leave of slot 1 ran on nodes 3 and 4
+		first := <-got["first"]
+		require.Equal(t, slotKey("pool", 0), first.Key())
+		require.NoError(t, held[slotKey("pool", 1)].Unlock(ctx))
+		synctest.Wait()
+		require.Empty(t, got["next"], "woken before the slot was free for it on a majority")
+
+		at := time.Now()
+		close(gates[0])
+		close(gates[1])
+		synctest.Wait()
+		select {
+		case next := <-got["next"]:
+			require.Zero(t, time.Since(at))
+			require.Equal(t, slotKey("pool", 1), next.Key())
+			require.NoError(t, next.Unlock(ctx))
+		default:
+			t.Fatal("the next waiter was not woken: the slot is free for it on 4 nodes of 5")
+		}
+		close(gates[2])
+		require.NoError(t, first.Unlock(ctx))
 	})
 }

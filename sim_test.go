@@ -362,7 +362,7 @@ func (s *simRun) closeAll() {
 // (wire.Reserved) that expires no later than such a place.
 func (s *simRun) coolingDown(f *fakeNode, k string) bool {
 	var tokens []string
-	if v, ok := f.value(k); ok && v == wire.Reserved {
+	if v, ok := f.value(k); ok && wire.IsReserved(v) {
 		pttl, _ := f.mem.Do("PTTL", k).(int64)
 		return s.nodeMs(f)+pttl <= s.placesLapsed(f)
 	} else if ok {

@@ -47,7 +47,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local v = redis.call('GET', KEYS[1])
 local writer = 0
-if v and v ~= '\0' then writer = 1 end
+if v and string.byte(v) ~= 0 then writer = 1 end -- a reservation (a NUL, and the token of the release it follows) is no writer
 return {writer, redis.call('ZCOUNT', KEYS[1] .. ':readers', '(' .. now, '+inf')}
 `)
 

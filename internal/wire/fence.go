@@ -54,7 +54,8 @@ func acquireFencedScript(check, announce string) string {
 	}
 	return fenceLua + fast + `
 local v = redis.call('GET', KEYS[1])
-if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
+local since = '' -- a reservation's: the release the key has been free since (see queueLua)
+if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
 local code = 1
 if not v then` + check + gateIf(7) + `
 else

@@ -73,7 +73,7 @@ for _, k in ipairs(mine) do
 		local q, l = qkeys(k)
 		local h, left = head(q, l, now())
 		if h then
-			reserve(left, k)
+			reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
 			reserved = true
 			named = named or h
 			if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
@@ -216,7 +216,8 @@ local function gateAll(id, ticket, lease, refused)
 				enqueue(q, l, t, id, ticket, tonumber(lease))
 				lefts[i] = tonumber(lease)
 			end
-			if hs[i] and keyFree(k) then reserve(lefts[i], k) end
+			local v = hs[i] and redis.call('GET', k)
+			if hs[i] and (not v or string.byte(v) == 0) then reserve(lefts[i], k, v and string.sub(v, 2)) end
 		else
 			leave(q, l, id)
 		end
@@ -256,14 +257,15 @@ for i, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
 	local p = v and redis.call('PTTL', k) or -2
 	local reserved = v and string.byte(v) == 0
+	local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
 	if reserved then p = -2 end
 	if p ~= -2 and holder == '' then holder = string.match(v, '^[^%z]*') end
 	if p == -2 and h then
-		reserve(hl, k)
+		reserve(hl, k, since)
 	elseif reserved and not h then
 		redis.call('DEL', k)
 	end
-	if leaving and was == id and h and p == -2 then wake(ARGV[4], h, id, k) end
+	if leaving and was == id and h and p == -2 then wake(ARGV[4], h, id, k, since) end
 	if first == id then first, left = h or '', hl end
 	if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
 	waits[i] = (p == -2 and h == id) and '0' or '1'

@@ -15,7 +15,8 @@ var acquireSrc = acquireScript("")
 func acquireScript(check string) string {
 	return `
 local v = redis.call('GET', KEYS[1])
-if v and string.byte(v) == 0 then v = false end -- reserved for the queue: free to its head
+local since = '' -- a reservation's: the release the key has been free since (see queueLua)
+if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
 if not v then` + check + gateIf(4) + `
 	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 	return 1
@@ -73,8 +74,11 @@ if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 	local q, l = qkeys()
 	local h, left = head(q, l, now())
 	if h then
-		reserve(left)
-		if ARGV[3] == '' then return 1 end
+		if ARGV[3] == '' then -- a split vote's take-back: wakes nobody
+			reserve(left)
+			return 1
+		end
+		reserve(left, nil, ARGV[1])
 		wakeFront(ARGV[3], h, ARGV[1])
 		return {1, h}
 	end

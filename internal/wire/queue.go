@@ -26,15 +26,28 @@ import "fmt"
 // may take it; only a plain SET NX, the uncontended acquire
 // (OpAcquirePlain), reads it as held, which is what keeps that acquire,
 // which never looks at the queue, from jumping it. A reservation is never
-// a grant: no token is in it, so no holder counts it, and a script that
+// a grant: it starts with a NUL, so no holder counts it, and a script that
 // takes the key overwrites it.
+//
+// A release that wakes a waiter reserves the key with its own token after
+// the NUL: the release the key has been free since, which the scripts that
+// renew the reservation keep. A waiter that leaves from the front of such a
+// queue wakes the next one twice: in its own name, as before, and in the
+// name of that release. The next waiter's Client counts notices by the
+// token they name (a majority of one release), and the nodes that the
+// leave reached after the release, and those where the release found the
+// leaver gone and named the next waiter itself, then count together: a
+// semaphore's waiter that took another slot used to leave the next waiter
+// without a majority of either, asleep until its next look.
 //
 // queueLua is the functions the scripts that touch the queue share: head
 // drops lapsed entries from the front and returns the first live one with
 // its lease left (ms), enqueue adds or refreshes an entry, reserve sets the
-// key to Reserved for the head's lease left (or deletes it, for 0),
+// key to Reserved (and since, if any) for the head's lease left (or
+// deletes it, for 0),
 // keyFree reads a key as free when it is absent or Reserved, wake tells a
-// waiter's Client that the waiter is first and the key free. A waiter ID is
+// waiter's Client that the waiter is first and the key free (and, with
+// since, also in the name of that release). A waiter ID is
 // its Client's ID, '.', and a number; each Client listens on one channel,
 // the wake prefix (by default "redlock:wake:") followed by its ID, so a
 // release reaches only the process whose waiter is first.
@@ -77,27 +90,30 @@ local function leave(q, l, id)
 	redis.call('ZREM', q, id)
 	redis.call('ZREM', l, id)
 end
-local function reserve(left, k)
-	if left > 0 then redis.call('SET', k or KEYS[1], '\0', 'PX', left) else redis.call('DEL', k or KEYS[1]) end
+local function reserve(left, k, since)
+	if left > 0 then redis.call('SET', k or KEYS[1], '\0' .. (since or ''), 'PX', left) else redis.call('DEL', k or KEYS[1]) end
 end
 local function keyFree(k)
 	local v = redis.call('GET', k or KEYS[1])
 	return not v or string.byte(v) == 0
 end
-local function wake(prefix, id, token, k)
+local function wake(prefix, id, token, k, since)
 	local client = string.match(id, '^[^.]*')
 	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
+	if since and since ~= '' and since ~= token then
+		redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. since .. '\0' .. id)
+	end
 end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
-local function wakeFront(prefix, h, token, k)
-	wake(prefix, h, token, k)
+local function wakeFront(prefix, h, token, k, since)
+	wake(prefix, h, token, k, since)
 	if not isReader(h) then return end
 	local q, l = qkeys(k)
 	local t = now()
 	for _, x in ipairs(redis.call('ZRANGE', q, 1, 63)) do
 		local live = tonumber(redis.call('ZSCORE', l, x) or '0') > t
 		if live and not isReader(x) then return end
-		if live then wake(prefix, x, token, k) end
+		if live then wake(prefix, x, token, k, since) end
 	end
 end
 local function writerAhead(q, l, t, id)
@@ -143,7 +159,7 @@ local function gate(id, ticket, lease)
 		if before == nil then h, left = head(q, l, t) end -- a tie: the queue's order
 	end
 	if h and h ~= id then
-		reserve(left)
+		reserve(left, nil, since)
 		return {-1 - left, '', h}
 	end
 	if h then leave(q, l, h) end
@@ -216,6 +232,7 @@ if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[
 local h, left = head(q, l, t)
 local v, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
 local reserved = v and string.byte(v) == 0
+local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
 if reserved then v, pttl = false, -2 end
 local writerFree = pttl == -2
 if writerFree and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
@@ -223,12 +240,12 @@ if writerFree and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
 	if r > 0 then pttl = r end
 end
 if pttl == -2 and h then
-	reserve(left)
+	reserve(left, nil, since)
 elseif reserved and not h then
 	redis.call('DEL', KEYS[1])
 end
 if ARGV[2] == '0' and first == ARGV[1] and h and (pttl == -2 or writerFree and isReader(h)) then
-	wakeFront(ARGV[4], h, ARGV[1])
+	wakeFront(ARGV[4], h, ARGV[1], nil, since)
 end
 if v then v = string.match(v, '^[^%z]*') else v = '' end
 local own = 0 -- a look: 1 if every place ahead of the waiter's is its own Client's

@@ -105,16 +105,18 @@ local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the 
 if ARGV[2] == '0' then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
-local reserved = pttl ~= -2 and keyFree()
+local rv = pttl ~= -2 and redis.call('GET', KEYS[1])
+local reserved = rv and string.byte(rv) == 0
+local since = reserved and string.sub(rv, 2) or '' -- the release the key has been free since
 if reserved then pttl = -2 end
 local busy = pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 and readers(t) > 0
 if pttl == -2 and not busy and h then
-	reserve(left)
+	reserve(left, nil, since)
 elseif reserved and not h then
 	redis.call('DEL', KEYS[1])
 end
 if ARGV[2] == '0' then
-	if first == id and h and pttl == -2 and (isReader(h) or not busy) then wakeFront(ARGV[4], h, id) end
+	if first == id and h and pttl == -2 and (isReader(h) or not busy) then wakeFront(ARGV[4], h, id, nil, since) end
 	return {h or '', left, pttl}
 end
 local w, wl = writerAhead(q, l, t, id)

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Kind names an operation; it indexes scripts.
 type Kind int
@@ -24,9 +28,14 @@ const (
 	OpAcquirePlain
 )
 
-// Reserved is a free key's value while its wait queue lives (see
-// queueLua). Tokens never start with NUL, so no token is it.
+// Reserved starts a free key's value while its wait queue lives (see
+// queueLua): a NUL, then the token of the release the key has been free
+// since, where a release reserved it. Tokens never start with NUL, so no
+// token's value is one.
 const Reserved = "\x00"
+
+// IsReserved reports whether a key's value v is a reservation (Reserved).
+func IsReserved(v string) bool { return strings.HasPrefix(v, Reserved) }
 
 // script is a Lua script with its SHA1, boxed once so that building a call's
 // arguments does not allocate for them.
