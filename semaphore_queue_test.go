@@ -106,6 +106,7 @@ func TestSemaphoreWokenAcrossLeaveAndRelease(t *testing.T) {
 			l, err := holder.TryAcquire(ctx)
 			require.NoError(t, err)
 			held[l.Key()] = l
+			synctest.Wait() // on every node before the next sweep
 		}
 		got := map[string]chan *Lock{"first": make(chan *Lock, 1), "next": make(chan *Lock, 1)}
 		for _, w := range []struct {
