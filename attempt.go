@@ -195,20 +195,24 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 // a fresh token, "held already" can only be this attempt's own write, so
 // it goes too. The take-back is a release sent detached from the caller's
 // cancellation, bounded by the node timeout. It wakes the key's next
-// waiter, as a release does, only where the attempt won a majority (its
-// validity ran out, its fence was not written back, its context ended):
-// then the key was the attempt's, and is free once given back. A split
-// vote's take-back frees a minority, whose notices wake nobody.
+// waiter, as a release does: a waiter is woken by a majority of one
+// token's notices, so only where the attempt's grants, late ones
+// included, made a majority (its validity ran out, its fence was not
+// written back, its context ended, or its last grants came after it had
+// failed), and the key, the attempt's then, is free once given back. A
+// split vote's take-backs free a minority each, whose notices wake
+// nobody. Until 2026-11-27 only an attempt that had won a majority by the
+// time it failed woke anyone; one that failed with 2 grants of 5 at its
+// context's end, and got 3 more after, left the key free and its next
+// waiter asleep until its look (simulator seed 44483;
+// TestLateWinnerWakesNext).
 func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	created := func(res wire.Result) bool {
 		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
 	}
-	won := a.won || a.r.tally.won()
 	takeBack := func() *wire.Op { // an op each: a round encodes its op
 		o := a.op(wire.OpRelease, a.token, "", 0)
-		if won {
-			o.Wake = c.hand.wakeArg
-		}
+		o.Wake = c.hand.wakeArg
 		return o
 	}
 	a.r.finish(&c.bg, func(i int, res wire.Result) func() {

@@ -74,7 +74,7 @@ if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 	local q, l = qkeys()
 	local h, left = head(q, l, now())
 	if h then
-		if ARGV[3] == '' then -- a split vote's take-back: wakes nobody
+		if ARGV[3] == '' then -- sent to wake nobody: no release to name
 			reserve(left)
 			return 1
 		end
