@@ -71,15 +71,22 @@ type fairRound struct {
 	Least    float64 // the least-served worker's acquisitions ÷ the mean
 	GapP50   time.Duration
 	GapP99   time.Duration
-	Errors   int
+	// The hand-offs alone (see alone): their share of the gaps, and their
+	// gap p99, what a hand-off costs when no other one shares the
+	// machine's CPU with it (a mutex's are all alone).
+	Alone      float64
+	AloneGap99 time.Duration
+	Errors     int
 }
 
 // fairAcq is one acquisition in a fairness round.
 type fairAcq struct {
 	w                    int
+	from                 time.Time // the gap's start (see gapFrom)
 	keys                 []string
 	reader               bool
 	start, got, released time.Time // Lock called, Lock returned, Unlock called
+	unlocked             time.Time // Unlock returned
 	ticket               time.Time
 }
 
@@ -212,7 +219,11 @@ func (f *fairness) work(ctx context.Context, w int, l fairLocker) {
 		f.mu.Lock()
 		a.released = time.Now()
 		f.mu.Unlock()
-		if err := lk.Unlock(context.Background()); err != nil {
+		err = lk.Unlock(context.Background())
+		f.mu.Lock()
+		a.unlocked = time.Now()
+		f.mu.Unlock()
+		if err != nil {
 			f.mu.Lock()
 			f.err = cmp.Or(f.err, fmt.Errorf("unlock: %w", err))
 			f.mu.Unlock()
@@ -230,23 +241,21 @@ func (f *fairness) figures(n int, d time.Duration, failed int64) fairRound {
 	}
 	r.Attempts = float64(int64(len(acqs))+failed) / float64(len(acqs))
 	per := make([]int, n)
-	var gaps []time.Duration
+	var gaps, alones []time.Duration
 	ok := 0
 	for i, a := range acqs {
 		per[a.w]++
 		if !slices.ContainsFunc(acqs[i+1:], func(b *fairAcq) bool { return b.ticket.Before(a.ticket) && a.conflicts(b) }) {
 			ok++
 		}
-		// The gap: from the last release of a conflicting holding that
-		// came while a waited to a getting it.
-		var from time.Time
-		for _, b := range acqs[:i] {
-			if a.conflicts(b) && !b.released.IsZero() && b.released.After(a.start) && b.released.Before(a.got) && b.released.After(from) {
-				from = b.released
+		a.from = gapFrom(acqs, i)
+	}
+	for i, a := range acqs {
+		if !a.from.IsZero() {
+			gaps = append(gaps, a.got.Sub(a.from))
+			if alone(acqs, i) {
+				alones = append(alones, a.got.Sub(a.from))
 			}
-		}
-		if !from.IsZero() {
-			gaps = append(gaps, a.got.Sub(from))
 		}
 	}
 	r.InOrder = float64(ok) / float64(len(acqs))
@@ -254,6 +263,46 @@ func (f *fairness) figures(n int, d time.Duration, failed int64) fairRound {
 	if len(gaps) > 0 {
 		g := sorted(gaps)
 		r.GapP50, r.GapP99 = pct(g, 0.50), pct(g, 0.99)
+		r.Alone = float64(len(alones)) / float64(len(gaps))
+	}
+	if len(alones) > 0 {
+		r.AloneGap99 = pct(sorted(alones), 0.99)
 	}
 	return r
+}
+
+// gapFrom is where acquisition i's gap starts: the last release of a
+// conflicting holding that came while it waited (zero: none).
+func gapFrom(acqs []*fairAcq, i int) (from time.Time) {
+	a := acqs[i]
+	for _, b := range acqs[:i] {
+		if a.conflicts(b) && !b.released.IsZero() && b.released.After(a.start) && b.released.Before(a.got) && b.released.After(from) {
+			from = b.released
+		}
+	}
+	return from
+}
+
+// alone reports whether acquisition i's hand-off, from its gap's start to
+// its Lock returning, had the machine to itself: no other hand-off's gap
+// overlapped it (readers let in by one release overlap), no other
+// acquisition returned inside it, and no Unlock but the one that started
+// it was running in it.
+func alone(acqs []*fairAcq, i int) bool {
+	a := acqs[i]
+	overlaps := func(from, to time.Time) bool { return from.Before(a.got) && to.After(a.from) }
+	for j, b := range acqs {
+		if j == i {
+			continue
+		}
+		from := b.from
+		if from.IsZero() {
+			from = b.got
+		}
+		unlocking := !b.released.IsZero() && !b.released.Equal(a.from) && overlaps(b.released, cmp.Or(b.unlocked, a.got))
+		if overlaps(from, b.got) || unlocking {
+			return false
+		}
+	}
+	return true
 }

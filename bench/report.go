@@ -43,14 +43,17 @@ type fairRow struct {
 
 func summarizeFairness(name string, rs []fairRound) fairRow {
 	var per, att, order, least []float64
-	var g50, g99 []time.Duration
+	var g50, g99, a99 []time.Duration
+	var alone []float64
 	errs := 0
 	for _, f := range rs {
 		per, att, order, least = append(per, f.PerSec), append(att, f.Attempts), append(order, f.InOrder), append(least, f.Least)
 		g50, g99 = append(g50, f.GapP50), append(g99, f.GapP99)
+		alone, a99 = append(alone, f.Alone), append(a99, f.AloneGap99)
 		errs += f.Errors
 	}
-	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least), GapP50: median(g50), GapP99: median(g99), Errors: errs}}
+	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least),
+		GapP50: median(g50), GapP99: median(g99), Alone: median(alone), AloneGap99: median(a99), Errors: errs}}
 }
 
 type cycleRow struct {
