@@ -210,9 +210,12 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	created := func(res wire.Result) bool {
 		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
 	}
+	won := a.won || a.r.tally.won()
 	takeBack := func() *wire.Op { // an op each: a round encodes its op
 		o := a.op(wire.OpRelease, a.token, "", 0)
-		o.Wake = c.hand.wakeArg
+		if won || !mutated(mutSilentTakeBack) {
+			o.Wake = c.hand.wakeArg
+		}
 		return o
 	}
 	a.r.finish(&c.bg, func(i int, res wire.Result) func() {

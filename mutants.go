@@ -29,6 +29,11 @@ const (
 	// mutSemaphoreSweeps: a semaphore's Acquire sweeps the slots between
 	// strategy delays instead of waiting in line (before issue 28).
 	mutSemaphoreSweeps
+	// mutSilentTakeBack: a failed attempt's take-backs wake the next waiter
+	// only if the attempt had won a majority by the time it failed (the bug
+	// fixed in 92fe7ff): grants that came after it failed are given back
+	// without a notice.
+	mutSilentTakeBack
 )
 
 // activeMutants are the mutants a test switched on (a build with

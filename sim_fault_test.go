@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"context"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -23,6 +25,71 @@ type simLink struct {
 	pause *atomic.Int64 // a time.Duration
 	lag   *atomic.Int64 // a time.Duration: calls reach the node late
 	last  *simLast
+	quits *simQuits // the Client's waits, one of which a notice may end
+}
+
+// simQuits are a Client's workers' calls in flight that a context ends
+// (Lock, TryLock, a campaign), for callers that give up at the worst
+// moment: the work's random timeouts end a wait at any time, and so
+// seldom while a queued waiter's attempt is in flight that a bug only that
+// schedule shows (92fe7ff's: the attempt fails with a minority granted,
+// the rest of its grants come after and are given back without waking
+// anyone) went unseen in 3,000 seeds. So one queued waiter's attempt in
+// quitOdds ends its Client's calls in flight (its own among them) within
+// the slowest node's latency of its send, while its grants come in.
+type simQuits struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	calls map[int]context.CancelFunc
+	next  int
+	last  *wire.Op      // the attempt seen last (a round starts it on every node)
+	slow  time.Duration // the slowest node's latency
+	ended int           // attempts during which the calls were ended so
+}
+
+// quitOdds is 1 in how many queued waiters' attempts ends its Client's calls.
+const quitOdds = 2
+
+// add registers a call's cancel, and returns its removal.
+func (q *simQuits) add(cancel context.CancelFunc) (remove func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	id := q.next
+	q.next++
+	q.calls[id] = cancel
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		delete(q.calls, id)
+	}
+}
+
+// starting may end the Client's calls in flight soon after o, a queued
+// waiter's attempt, is sent.
+func (q *simQuits) starting(o *wire.Op) {
+	if !wire.IsAcquire(o.Kind) || o.Place == nil || o.Place.ID == "" {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if o == q.last || len(q.calls) == 0 {
+		return
+	}
+	q.last = o
+	if q.rng.IntN(quitOdds) != 0 {
+		return
+	}
+	q.ended++
+	ids := slices.Sorted(maps.Keys(q.calls))
+	cancels := make([]context.CancelFunc, len(ids))
+	for i, id := range ids {
+		cancels[i] = q.calls[id]
+	}
+	time.AfterFunc(time.Duration(q.rng.Int64N(int64(q.slow))), func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	})
 }
 
 // simLast is a link's last call, for the next to follow.
@@ -32,6 +99,7 @@ type simLast struct {
 }
 
 func (n simLink) Start(c nodeio.Call) {
+	n.quits.starting(c.Op)
 	if n.cut.Load() {
 		go c.To.Deliver(c.Index, wire.Result{Err: errFakeDown})
 		return

@@ -21,7 +21,13 @@ func (s *simRun) logf(format string, args ...any) {
 func (s *simRun) summary() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings, %d faults", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), len(s.spans))
+	quits := 0
+	for _, q := range s.quits {
+		q.mu.Lock()
+		quits += q.ended
+		q.mu.Unlock()
+	}
+	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings, %d faults, %d attempts during which their Client's calls were ended", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), len(s.spans), quits)
 }
 
 // around returns the run's log around the first violation's time.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,7 @@ type simRun struct {
 	pauses  []*atomic.Int64   // per Client: how late it reads replies
 	lags    [][]*atomic.Int64 // per Client, per node: how late its calls arrive
 	clients []*Client
+	quits   []*simQuits // per Client: its calls in flight, for a notice to end
 	begin   time.Time
 	calm    time.Time // no fault starts after it
 	end     time.Time // workers start nothing after it, and the Clients close
@@ -309,9 +311,11 @@ func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 	cut, pause := &atomic.Bool{}, &atomic.Int64{}
 	nodes := make([]node, len(s.nodes))
 	lags := make([]*atomic.Int64, len(s.nodes))
+	quits := &simQuits{rng: rand.New(rand.NewPCG(s.seed, uint64(0x9017+i))), calls: map[int]context.CancelFunc{}, slow: slices.Max(s.latency)}
+	s.quits = append(s.quits, quits)
 	for j, f := range s.nodes {
 		lags[j] = &atomic.Int64{}
-		nodes[j] = simLink{f, cut, pause, lags[j], &simLast{}}
+		nodes[j] = simLink{f, cut, pause, lags[j], &simLast{}, quits}
 	}
 	s.lags = append(s.lags, lags)
 	c, err := newClient(nodes, []Option{WithTTL(s.ttl), WithObserver(s.observe(fmt.Sprint("c", i)))})

@@ -29,6 +29,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		}
 		hold := time.Duration(rng.Int64N(int64(s.ttl)))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Int64N(int64(3*s.ttl))))
+		unregister := s.quitsOf(c).add(cancel)
 		ticket := new(time.Time) // the Lock call's place, once it has one (the observer's)
 		ctx = context.WithValue(ctx, simTicket{}, ticket)
 		got := func(who string, l *Lock, err error, reader bool) {
@@ -91,7 +92,13 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			time.Sleep(time.Duration(rng.Int64N(int64(s.ttl / 8))))
 		}
 		cancel()
+		unregister()
 	}
+}
+
+// quitsOf is c's calls in flight (see simQuits).
+func (s *simRun) quitsOf(c *Client) *simQuits {
+	return s.quits[slices.Index(s.clients, c)]
 }
 
 // noteWait records a Lock call on keys (a reader's, on the read-write
