@@ -34,6 +34,10 @@ const (
 	// fixed in 92fe7ff): grants that came after it failed are given back
 	// without a notice.
 	mutSilentTakeBack
+	// mutCutShortReported: a Lock whose context ends while a try is in
+	// flight reports that try, which heard no node, instead of the one
+	// before (the bug fixed in a0bf37d: "unreachable" for "held elsewhere").
+	mutCutShortReported
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -26,6 +26,7 @@ func (s *simRun) violations() []string {
 	v = append(v, s.slowHandOffs()...)
 	v = append(v, s.staleReads()...)
 	v = append(v, s.unobserved()...)
+	v = append(v, s.blindFailures()...)
 	for _, k := range s.left {
 		v = append(v, "left after every Client closed: "+k)
 	}

@@ -99,10 +99,9 @@ const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1
 // runs one); without it they are skipped. Bugs the simulator does not
 // catch within its budget are not in it (docs/testing.md says why;
 // directed tests cover them): a lenient fence write-back (its schedule
-// needs four delays in a precise order), Lead dropping an end that comes
-// before the announcement (a goroutine interleaving within one proclaim
-// round), and a Lock cut short reporting the wrong try (a try in flight
-// at its deadline with no fault under way).
+// needs four delays in a precise order) and Lead dropping an end that
+// comes before the announcement (a goroutine interleaving within one
+// proclaim round).
 var mutants = []mutant{
 	{name: "drift left out of the validity", code: mutDriftLeftOut},
 	{name: "validity counted from the majority's reply, not the send", code: mutValidityFromReply},
@@ -115,6 +114,7 @@ var mutants = []mutant{
 	// never caught in 3,000 seeds before the simulator's callers gave up
 	// at that moment (simQuits); TestLateWinnerWakesNext builds it.
 	{name: "a failed attempt's late grants given back without a notice (92fe7ff's bug)", code: mutSilentTakeBack},
+	{name: "a Lock cut short by its context reports the try that heard no node (a0bf37d's bug)", code: mutCutShortReported},
 	// A canary: the library is right, the drift bound is not (every node's
 	// clock 10 drift factors fast, keys expire 9% early).
 	{name: "canary: node clocks beyond the drift factor", clock: 1 + 10*defaultDriftFactor},

@@ -146,6 +146,7 @@ type simWait struct {
 	from, to time.Time
 	ticket   time.Time // its place's, if it queued (zero if not)
 	failed   bool
+	blind    bool // it failed reporting a try that heard no node (see blindFailures)
 	// guarded: some Client's restart guard refused a node's grants while
 	// it waited (a Client learns of a restart when it next hears from the
 	// node, so the guard can outlast the fault by far)

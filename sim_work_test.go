@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -107,7 +108,22 @@ func (s *simRun) noteWait(keys []string, who string, reader bool, from, ticket t
 	guarded := s.guardedSince(from)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.waits = append(s.waits, simWait{keys: keys, reader: reader, who: who, from: from, ticket: ticket, to: time.Now(), failed: err != nil, guarded: guarded})
+	s.waits = append(s.waits, simWait{keys: keys, reader: reader, who: who, from: from, ticket: ticket, to: time.Now(), failed: err != nil, blind: heardNoNode(err), guarded: guarded})
+}
+
+// heardNoNode reports whether err is a Lock's failure whose try heard no
+// node: none agreed, and each says the context ended.
+func heardNoNode(err error) bool {
+	var qerr *QuorumError
+	if !errors.As(err, &qerr) || qerr.Granted > 0 || len(qerr.Nodes) == 0 {
+		return false
+	}
+	for _, n := range qerr.Nodes {
+		if !ctxEnd(n.Err) {
+			return false
+		}
+	}
+	return true
 }
 
 // simTicket is the context key of a worker's *time.Time for its Lock
@@ -269,4 +285,21 @@ func (s *simRun) doWork(c *Client, who, key string, hold time.Duration, opts []O
 		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: to, expires: ctx.Err() != nil, kept: time.Now()})
 		return nil
 	}, opts...)
+}
+
+// blindFailures lists Lock calls that, with no fault under way, failed
+// reporting a try that heard no node although they had waited long
+// enough for an earlier try to hear them all (10 ms: every node answers
+// within 1 ms when calm): a Lock cut short by its context reports the try
+// before (cutShort), which says why it did not get the lock. Callers hold
+// s.mu.
+func (s *simRun) blindFailures() []string {
+	var v []string
+	for _, w := range s.waits {
+		if !w.blind || w.guarded || w.to.Sub(w.from) < 10*time.Millisecond || !s.calmBetween(w.from.Add(-defaultWaiterLease), w.to) {
+			continue
+		}
+		v = append(v, fmt.Sprintf("keys %v: %s's Lock %s–%s failed reporting a try that heard no node", w.keys, w.who, s.at(w.from), s.at(w.to)))
+	}
+	return v
 }

@@ -262,7 +262,7 @@ func (s *waitLoop) sleepUntilNext() (woken, ended bool) {
 // reports last instead, which says why the lock was not had (held
 // elsewhere, say), with ctx's error.
 func cutShort(ctx context.Context, last, f tryFailure) bool {
-	if ctx.Err() == nil || !last.valid() {
+	if ctx.Err() == nil || !last.valid() || mutated(mutCutShortReported) {
 		return false
 	}
 	if f.qerr != nil { // an attempt: its agreeing nodes are counted, the others listed
