@@ -63,7 +63,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 // acquireRequest prepares a's acquire round.
 func (c *Client) acquireRequest(a *acquisition) request {
 	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), a.lc.ttl)
-	o.Place = a.place
+	o.Place, o.Wake = a.place, c.hand.wakeArg // Wake: for a node's take-back (nodeio's guard)
 	switch {
 	case a.lc.fencing && a.takesFence():
 		o.Kind, o.Fence = wire.OpAcquireFenced, c.propose()

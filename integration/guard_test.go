@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"io"
 	"strings"
@@ -136,9 +137,111 @@ func TestGuardWithoutInfoPermission(t *testing.T) {
 // created are taken back, and the attempt fails at once with the guard's
 // error.
 func TestGuardInfoRevokedMidLife(t *testing.T) {
+	node, c := revokedInfoNode(t)
+	key := UniqueKey(t, []*Node{node})
+	tryRevoked(t, c, node, key)
+	if n, err := Admin(t, node).Exists(t.Context(), RedisKey(key)).Result(); err != nil || n != 0 {
+		t.Fatalf("the node kept the unguarded acquire's key (%d, %v)", n, err)
+	}
+}
+
+// TestGuardTakeBackWakesTheNextWaiter: the take-back of an unguarded
+// acquire's key wakes the key's next waiter, as every take-back of a
+// failed attempt does: the waiter's Client counts it toward the majority
+// of one token's notices that wakes it (a key given back on a majority
+// with no notice left the waiter asleep until its next look: 92fe7ff).
+// The unguarded acquire is a queued waiter's, woken by the holder's
+// release: the first call on its stream's new connection, in a batch with
+// the INFO the node now refuses.
+func TestGuardTakeBackWakesTheNextWaiter(t *testing.T) {
 	nodes := StartNodes(t, 1)
 	needsOwnServers(t, nodes[0])
 	key := UniqueKey(t, nodes)
+	admin := Admin(t, nodes[0])
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	opts := []redlock.Option{redlock.WithAnyNodeCount(), redlock.WithTTL(time.Minute)}
+	holder := newClient(t, Clients(t, nodes, nil), opts...)
+	c := newClient(t, Clients(t, nodes, func(o *redis.Options) { o.Username, o.Password = "locker", "pw" }), opts...)
+	warm(t, c) // INFO answered: the node is known to allow it
+	held, err := holder.TryLock(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, l := RedisKey(key)+":queue", RedisKey(key)+":lease"
+	lockErr := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(t.Context(), key)
+		lockErr <- err
+	}()
+	waitUntil(t, 10*time.Second, "c's waiter in the queue", func() bool { n, _ := admin.ZCard(t.Context(), q).Result(); return n == 1 })
+	// Behind it, a waiter "X.1" of another Client ("X"), its place live
+	// for a minute.
+	now, err := admin.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ZAdd(t.Context(), q, redis.Z{Score: 1e19, Member: "X.1"}).Err(); err != nil { // after any ticket
+		t.Fatal(err)
+	}
+	if err := admin.ZAdd(t.Context(), l, redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: "X.1"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sub := admin.Subscribe(t.Context(), "redlock:wake:X")
+	defer sub.Close()
+	if _, err := sub.Receive(t.Context()); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	// c's user loses +info, and its stream's connection (not its
+	// subscription's) is killed: its next call asks INFO again.
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "locker", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	killStreamConns(t, admin, "locker")
+	if err := held.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-lockErr; !errors.Is(err, redlock.ErrUnusable) || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("c's Lock: got %v, want ErrUnusable with the node's NOPERM", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a hang turned into a failure, not a claim about speed
+	defer cancel()
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatalf("no wake-up for the key's next waiter after the take-back: %v", err)
+	}
+	parts := strings.Split(msg.Payload, "\x00")
+	if len(parts) != 3 || parts[0] != RedisKey(key) || parts[1] == held.Token() || parts[2] != "X.1" {
+		t.Fatalf("wake-up %q, want the key, the token of c's attempt (not the holder's) and X.1", msg.Payload)
+	}
+}
+
+// killStreamConns kills user's connections that are not subscribed.
+func killStreamConns(t *testing.T, admin *redis.Client, user string) {
+	list, err := admin.ClientList(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		f := map[string]string{}
+		for _, kv := range strings.Fields(line) {
+			k, v, _ := strings.Cut(kv, "=")
+			f[k] = v
+		}
+		if f["user"] == user && f["sub"] == "0" && f["psub"] == "0" {
+			if err := admin.ClientKillByFilter(t.Context(), "ID", f["id"]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// revokedInfoNode starts a node whose lock user answered INFO to c, and
+// then lost +info, with its connections killed so that c asks again.
+func revokedInfoNode(t *testing.T) (*Node, *redlock.Client) {
+	nodes := StartNodes(t, 1)
+	needsOwnServers(t, nodes[0])
 	admin := Admin(t, nodes[0])
 	if err := admin.Do(t.Context(), "ACL", "SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all").Err(); err != nil {
 		t.Fatal(err)
@@ -153,16 +256,19 @@ func TestGuardInfoRevokedMidLife(t *testing.T) {
 	if err := admin.Do(t.Context(), "CLIENT", "KILL", "USER", "locker").Err(); err != nil {
 		t.Fatal(err)
 	}
+	return nodes[0], c
+}
+
+// tryRevoked tries key on c, whose node lost +info, and wants the guard's
+// error.
+func tryRevoked(t *testing.T, c *redlock.Client, node *Node, key string) {
 	var err error
 	for range 3 { // the first try may find the killed connection
-		if _, err = c.TryLock(t.Context(), key); !connectionLost(err, nodes[0]) {
+		if _, err = c.TryLock(t.Context(), key); !connectionLost(err, node) {
 			break
 		}
 	}
 	if !errors.Is(err, redlock.ErrUnusable) || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("got %v, want ErrUnusable with the node's NOPERM", err)
-	}
-	if n, err := admin.Exists(t.Context(), RedisKey(key)).Result(); err != nil || n != 0 {
-		t.Fatalf("the node kept the unguarded acquire's key (%d, %v)", n, err)
 	}
 }

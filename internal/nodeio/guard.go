@@ -89,7 +89,9 @@ func (s *stream) learnRunID(info string, err error) error {
 // checkInfo reads the answer to an INFO asked in the batch's pipeline. If
 // the node refused it (its ACL changed since it last answered), the
 // batch's acquires ran unguarded: the keys they created are taken back, on
-// the same connection, and they answer with the guard's error.
+// the same connection, and they answer with the guard's error. A
+// take-back wakes the key's next waiter (with the acquire's Wake), as
+// every take-back of a failed attempt does.
 func (s *stream) checkInfo(ctx context.Context, batch []Call) {
 	info := s.info
 	s.info = nil
@@ -107,7 +109,7 @@ func (s *stream) checkInfo(ctx context.Context, batch []Call) {
 		}
 		if res := wire.Decode(c.Op.Kind, cmd); res.Status == wire.StatusOK {
 			back := wire.NewOp(wire.OpRelease, c.Op.Key, c.Op.Token, "", 0)
-			back.Keys, back.Mode = c.Op.Keys, c.Op.Mode
+			back.Keys, back.Mode, back.Wake = c.Op.Keys, c.Op.Mode, c.Op.Wake
 			back.Encode()
 			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(s.index)...)})
 		}

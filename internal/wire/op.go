@@ -18,7 +18,7 @@ type Op struct {
 	TTL               time.Duration // TTL, or cooldown for release
 	Fence             int64         // OpFenceWrite: the token to write back; OpAcquireFenced: the proposal; OpProclaim: the term
 	Quiet             bool          // OpQueue: leave the queue
-	Wake              any           // OpRelease, OpQueue: the wake channels' prefix (a string); nil: wake nobody
+	Wake              any           // OpRelease, OpQueue: the wake channels' prefix (a string); nil: wake nobody; an acquire's: its take-backs
 	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; OpQueue: whose
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
@@ -139,7 +139,7 @@ func (o *Op) Scripted() *Op {
 	if o.Kind != OpAcquirePlain {
 		return o
 	}
-	t := &Op{Kind: OpAcquire, Key: o.Key, Token: o.Token, Value: o.Value, Keys: o.Keys, Mode: o.Mode, TTL: o.TTL}
+	t := &Op{Kind: OpAcquire, Key: o.Key, Token: o.Token, Value: o.Value, Keys: o.Keys, Mode: o.Mode, TTL: o.TTL, Wake: o.Wake}
 	t.Encode()
 	return t
 }
