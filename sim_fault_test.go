@@ -25,7 +25,7 @@ type simLink struct {
 	pause *atomic.Int64 // a time.Duration
 	lag   *atomic.Int64 // a time.Duration: calls reach the node late
 	last  *simLast
-	quits *simQuits // the Client's waits, one of which a notice may end
+	quits *simQuits // the Client's calls in flight, which its queued attempts may end (see simQuits)
 }
 
 // simQuits are a Client's workers' calls in flight that a context ends

@@ -86,7 +86,7 @@ type simRun struct {
 	pauses  []*atomic.Int64   // per Client: how late it reads replies
 	lags    [][]*atomic.Int64 // per Client, per node: how late its calls arrive
 	clients []*Client
-	quits   []*simQuits // per Client: its calls in flight, for a notice to end
+	quits   []*simQuits // per Client: its calls in flight, for its queued attempts to end
 	begin   time.Time
 	calm    time.Time // no fault starts after it
 	end     time.Time // workers start nothing after it, and the Clients close
