@@ -94,6 +94,11 @@ type request struct {
 	// move every reply to the heap.
 	judge func(i int, r wire.Result) wire.Result
 	timed bool // record each reply's latency, for observers
+	// cut, if set, ends the wait for the round when it receives, leaving
+	// the nodes still to answer undecided (their replies go to the late
+	// handler): a set's look that a release notice made moot (see
+	// waiter.cut).
+	cut <-chan struct{}
 	// detach sends the calls whatever becomes of ctx (each still ends at
 	// the node timeout): the round returns when ctx ends, but its calls go
 	// out. A release that returned at a majority must still
@@ -198,6 +203,7 @@ func newRound(req request, start time.Time) *round {
 		judge:   req.judge,
 		stop:    req.stop,
 		settled: req.settled,
+		cut:     req.cut,
 		start:   start,
 	}
 	if n <= len(r.buf) {

@@ -61,8 +61,11 @@ type waitQueue struct {
 // waiter is one waiting Lock call.
 type waiter struct {
 	wire.Place
-	t     target                             // what it waits for: its place is in each of its keys' queues
-	wake  chan struct{}                      // buffered: a wake is kept until the waiter looks
+	t    target        // what it waits for: its place is in each of its keys' queues
+	wake chan struct{} // buffered: a wake is kept until the waiter looks
+	// cut, a set's (buffered): a wake to attempt also ends the set's look
+	// in flight, if any (see pollQueue); nil for other waiters
+	cut   chan struct{}
 	judge func(int, wire.Result) wire.Result // counts a poll's reply for, if w is first and the key free
 	free  int                                // nodes its last look found it first on, with the key free
 	// splits: looks in a row that found the key held by no token on a
@@ -176,6 +179,9 @@ func (h *handoff) join(t target) *waiter {
 	}
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
 	w.judge = w.judgeReply
+	if t.multiKey() {
+		w.cut = make(chan struct{}, 1)
+	}
 	t.eachQueueKey(func(rkey string) { h.queue(rkey).waiters[w.ID] = w })
 	return w
 }

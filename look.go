@@ -41,8 +41,12 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
 	sent := time.Now()
 	if !w.t.choosesSlot() {
+		w.uncut()
 		r := c.send(ctx, c.lookRequest(w, w.t, lc))
 		c.endLook(w, r)
+		if r.cutShort() && w.unwake() {
+			return 0, tryFailure{} // a set woken to attempt while it looked
+		}
 		notePlace(w, r, c.quorum())
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys), sent)
@@ -80,7 +84,7 @@ func (c *Client) endLook(w *waiter, rs ...*round) {
 // looks, one after the other (two node timeouts before a waiter took an
 // expired lock, with a node frozen: TestExpiryTakeoverPastHungNode).
 func (c *Client) lookRequest(w *waiter, t target, lc *lockConfig) request {
-	req := request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge}
+	req := request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge, cut: w.cut}
 	if heard := w.heard.Load(); heard != 0 {
 		req.settled = func(rs []wire.Result) bool { return answeredAll(rs, heard) }
 	}
@@ -274,3 +278,27 @@ func countHolder(results []wire.Result, token string) int {
 // miss a release under way half the time; waiting for every node on every
 // look would hold each up by a hung node's timeout.
 func lookEnded(t tally) bool { return t.won() || t.lost() && t.ok == 0 }
+
+// uncut drops a cut left by a wake that came while no look of w's was in
+// flight: the wake itself is in w.wake, for the sleep after this look.
+func (w *waiter) uncut() {
+	select {
+	case <-w.cut: // nil for all but sets: never ready
+	default:
+	}
+}
+
+// unwake takes the wake that cut w's look, and reports whether there was
+// one: the look is then moot (the release it would have seen reached a
+// majority, and the set is first on every key it waited for), and the
+// set attempts at once, where it would have waited for the look's slower
+// nodes and then found the wake in its sleep (docs/design.md, "A set's
+// look cut short").
+func (w *waiter) unwake() bool {
+	select {
+	case <-w.wake:
+		return true
+	default:
+		return false
+	}
+}

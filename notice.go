@@ -236,6 +236,12 @@ func (q *waitQueue) wake(w *waiter) {
 		case w.wake <- struct{}{}:
 		default:
 		}
+		if w.cut != nil && !w.mustLook {
+			select { // after the wake: a look it cuts finds it there
+			case w.cut <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

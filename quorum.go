@@ -53,6 +53,7 @@ type round struct {
 	judge   func(i int, r wire.Result) wire.Result // see request
 	stop    func(tally) bool                       // see request
 	settled func(results []wire.Result) bool       // see request
+	cut     <-chan struct{}                        // see request
 	start   time.Time                              // when the round was sent
 
 	mu       sync.Mutex    // guards what follows, and the above until closed
@@ -60,6 +61,7 @@ type round struct {
 	woken    bool          // the wake-up was sent
 	closed   bool          // fanOut returned: replies from now on are late
 	finished bool          // finish was called: late replies go to late
+	wasCut   bool          // collect returned undecided, on req.cut
 	late     lateFunc
 	bg       *background
 	held     []reply // late replies that came before finish
@@ -121,14 +123,17 @@ func (r *round) collect(ctx context.Context, timeout time.Duration, deadline tim
 	r.mu.Lock()
 	wait := !r.woken && !r.decided() // replies already in need no timer
 	r.mu.Unlock()
+	cut := false
 	if wait {
 		t := time.AfterFunc(time.Until(deadline), r.outOfTime)
-		if done := ctx.Done(); done == nil {
+		if done := ctx.Done(); done == nil && r.cut == nil {
 			<-r.wake
 		} else {
-			select {
+			select { // a nil channel (no context's end, no cut) never receives
 			case <-r.wake:
 			case <-done:
+			case <-r.cut:
+				cut = true
 			}
 		}
 		t.Stop()
@@ -136,9 +141,21 @@ func (r *round) collect(ctx context.Context, timeout time.Duration, deadline tim
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	if !r.decided() {
+	switch {
+	case r.decided():
+	case cut:
+		r.wasCut = true // the nodes still to answer stay undecided, not failed
+	default:
 		r.timeOut(ctx, timeout)
 	}
+}
+
+// cutShort reports whether the round was left undecided on its request's
+// cut (see request).
+func (r *round) cutShort() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.wasCut
 }
 
 // outOfTime wakes the caller at the round's deadline.
