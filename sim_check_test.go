@@ -335,18 +335,24 @@ func (s *simRun) occupied(key string, w simWait, depth int) []simGap {
 // one µs, are ordered by waiter IDs, which the simulator does not keep). A
 // ticket is known from an attempt made from the place (Event.Queued); a
 // wait that only looked has none, and took its place after its call began
-// and before it ended.
+// and before it ended, with a ticket no earlier than its call's start in
+// whole µs (a ticket is a µs count: a set that queued at once, in the µs
+// of another waiter's ticket, has that ticket and may be ahead, although
+// its call began some ns after it; simulator seed 113582).
 func ahead(a, b simWait) bool {
 	switch {
 	case !a.ticket.IsZero() && !b.ticket.IsZero():
 		return !a.ticket.After(b.ticket)
 	case a.ticket.IsZero() && !b.ticket.IsZero():
-		return !a.from.After(b.ticket)
+		return !inMicros(a.from).After(b.ticket)
 	case a.ticket.IsZero():
-		return !a.from.After(b.to)
+		return !inMicros(a.from).After(b.to)
 	}
 	return !a.ticket.After(b.to)
 }
+
+// inMicros is t in whole µs, as a ticket taken at t is.
+func inMicros(t time.Time) time.Time { return time.UnixMicro(t.UnixMicro()) }
 
 func latest(a, b time.Time) time.Time {
 	if b.After(a) {

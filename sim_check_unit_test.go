@@ -116,3 +116,37 @@ func TestCheckerExpiryBeforeTheWait(t *testing.T) {
 		t.Errorf("W1 served 235 ms after c expired: want it flagged, got %q", v)
 	}
 }
+
+// A set that queued in the same µs as the waiter behind it, built from
+// simulator seed 113582 (TTL 1.678 s: 167.8 ms after a release). W waits
+// for a, and takes its place at 13.169781 s; S, a set on {a, b}, begins in
+// that µs, 400 ns later, and queues at once: the same ticket, ahead of W by
+// its waiter ID, so a is kept for S while b is held. S only looked (its
+// ticket is unknown) and gives up when b is released; W takes a then. The
+// checker compared S's start, in ns, with W's ticket, in whole µs, found S
+// behind W, and flagged a free for 635 ms.
+func TestCheckerSetAheadInTheSameMicrosecond(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	run := func(sFrom time.Duration) []string {
+		begin := time.Unix(1000, 0)
+		at := func(d time.Duration) time.Time { return begin.Add(d) }
+		s := &simRun{begin: begin, ttl: ms(1678), end: at(ms(16780))}
+		s.holdings = []simHolding{
+			{keys: []string{"a"}, who: "A", from: at(ms(12369)), to: at(ms(13879))},
+			{keys: []string{"b"}, who: "B", from: at(ms(13170)), to: at(ms(14512))},
+			{keys: []string{"a"}, who: "W", from: at(ms(14515)), to: at(ms(14935))},
+		}
+		s.waits = []simWait{
+			{keys: []string{"a"}, who: "W", from: at(ms(13169)), to: at(ms(14515)), ticket: at(13169781 * time.Microsecond)},
+			{keys: []string{"a", "b"}, who: "S", from: at(sFrom), to: at(ms(14514)), failed: true},
+		}
+		return s.slowHandOffs()
+	}
+	if v := run(13169781*time.Microsecond + 400); len(v) != 0 {
+		t.Errorf("S queued in W's µs, so may be ahead of it: flagged\n%s", strings.Join(v, "\n"))
+	}
+	v := run(13169782 * time.Microsecond)
+	if len(v) == 0 || !strings.Contains(v[0], "W waited") {
+		t.Errorf("S began in the µs after W's ticket, so queued behind it: want W flagged, got %q", v)
+	}
+}
