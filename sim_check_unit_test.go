@@ -150,3 +150,23 @@ func TestCheckerSetAheadInTheSameMicrosecond(t *testing.T) {
 		t.Errorf("S began in the µs after W's ticket, so queued behind it: want W flagged, got %q", v)
 	}
 }
+
+// A short fault's span covers the lapse of a place its waiter could not
+// take out, a lease after the fault began (simulator seed 126807: a Client
+// cut off for 333 ms at 0.878 s, a place lapsing at 1.877 s, and an
+// unqueued attempt taking the key in that instant).
+func TestCheckerFaultSpanCoversALapse(t *testing.T) {
+	begin := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return begin.Add(time.Duration(n) * time.Millisecond) }
+	s := &simRun{begin: begin, spans: []simSpan{faultSpan(ms(878), 333*time.Millisecond)}}
+	if s.calmBetween(ms(1742), ms(1877)) {
+		t.Errorf("a place left by the cut-off Client lapses at 1.877 s: calm then")
+	}
+	if !s.calmBetween(ms(1879), ms(2000)) {
+		t.Errorf("calm not back a lease after the fault began")
+	}
+	long := &simRun{begin: begin, spans: []simSpan{faultSpan(ms(0), 2*time.Second)}}
+	if long.calmBetween(ms(2400), ms(2499)) {
+		t.Errorf("a long fault's span ends before lease/2 after it")
+	}
+}
