@@ -245,6 +245,9 @@ func conformance() map[string][]step {
 			do(setQueue(m1+"w", m2+"w", "s3.1", 300, false)),                                  // another set: the keys are held, by t2
 			raw("SET", m3+"w", "t8\x00meta"), do(setQueue(m3+"z", m3+"w", "s6.1", 600, true)), // the first key held names its holder
 			raw("DEL", m3+"w"),
+			raw("SET", m3+"h1", "t7"), raw("SET", m3+"h2", "t8\x00meta"), // each key's holder named: none, t7, t8
+			do(withKeys(queue(m3+"h0", "s7.1", 700, false), m3+"h0", m3+"h1", m3+"h2")),
+			do(withKeys(queue(m3+"h0", "s7.1", 700, true), m3+"h0", m3+"h1", m3+"h2")),
 			do(setAcq(m1+"w", m2+"w", "t3", "", 0)),            // unqueued: refused by the holder
 			do(withKeys(rel(m1+"w", "t2", 0), m1+"w", m2+"w")), // wakes s3.1 on each key, reserves both
 			raw("GET", m2+"w"),

@@ -85,7 +85,7 @@ type waiter struct {
 	handed      *handedAttempt       // an attempt an Unlock sent for it while it slept
 	woke        string               // the key whose release last woke it
 	readersLeft int                  // a writer's: nodes that said their last reader left, since its last attempt
-	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since
+	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since, each to whether it was split
 	mustLook    bool                 // a set's: woken while blocked was not empty
 	soon        *time.Timer          // a set's: wakes it to look (see lookSoon)
 	freed       map[string]time.Time // a set's: when each key's release last reached it

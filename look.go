@@ -49,7 +49,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		}
 		notePlace(w, r, c.quorum())
 		if w.t.multiKey() {
-			c.hand.block(w, heldKeys(r, w.t.rkeys), sent)
+			c.hand.block(w, heldKeys(r, w.t.rkeys, c.quorum()), sent)
 		}
 		return c.judgeLook(w, sent, r)
 	}
@@ -204,9 +204,11 @@ func lookHint(r *round, w *waiter) time.Duration {
 // that answered: a look ends at its decision, and a key held on a bare
 // majority of the nodes may show on fewer of those that answered by then.
 // (A key counted that is not held costs a look before the set's next
-// attempt; one missed, an attempt in vain.)
-func heldKeys(r *round, rkeys []string) []string {
-	var held []string
+// attempt; one missed, an attempt in vain.) Each maps to whether it was
+// split: held on some node, and by no token on a majority of nodes (see
+// lookSoon).
+func heldKeys(r *round, rkeys []string, quorum int) map[string]bool {
+	held := map[string]bool{}
 	for i, k := range rkeys {
 		n, answered := 0, 0
 		for _, res := range r.results {
@@ -218,10 +220,44 @@ func heldKeys(r *round, rkeys []string) []string {
 			}
 		}
 		if 2*n > answered {
-			held = append(held, k)
+			held[k] = keySplit(r.results, i, quorum)
 		}
 	}
 	return held
+}
+
+// keySplit reports whether a set's look (results) found its i-th key held
+// on some node, and by no token on quorum of them: a split vote's grants,
+// or a holder the look heard from too few nodes to tell (either way, a
+// release may free it unannounced).
+func keySplit(results []wire.Result, i, quorum int) bool {
+	held := false
+	for j, res := range results {
+		tok := keyHolder(res, i)
+		if tok == "" {
+			continue
+		}
+		held = true
+		n := 0
+		for _, other := range results[j:] {
+			if keyHolder(other, i) == tok {
+				n++
+			}
+		}
+		if n >= quorum {
+			return false
+		}
+	}
+	return held
+}
+
+// keyHolder returns the token a node's answer to a set's look names as
+// the holder of the set's i-th key, "" if none (or the node failed).
+func keyHolder(res wire.Result, i int) string {
+	if !res.Answered || res.Status == wire.StatusFailed {
+		return ""
+	}
+	return res.KeyHolder(i)
 }
 
 // splitSeen reports whether a look found the key held on some node while

@@ -88,7 +88,11 @@ func (h *handoff) notice(_, payload string) {
 		w := q.waiters[head]
 		if w != nil && w.t.multiKey() {
 			if !w.freeOf(rkey) {
-				q.lookSoon(w) // a set whose other keys may be held still
+				// A set whose other keys are held still: their releases
+				// wake it, but for a split vote's, which wakes nobody.
+				if w.waitsOnSplit() {
+					q.lookSoon(w)
+				}
 				return
 			}
 			w.mustLook = false
@@ -105,8 +109,19 @@ const setLookDelay = 2 * time.Millisecond
 // holder that held several of its keys releases them at once, and the
 // notices of the others come within about a round trip, when w can
 // attempt at once (its wake then cancels this one); if they do not come,
-// a key may have expired unannounced, which the look sees. Callers hold
-// the handoff's mu.
+// a key may have been freed unannounced, which the look sees. Callers
+// hold the handoff's mu.
+//
+// Only a key that w's last look found split can be freed so, by the
+// take-back of a split vote's grants (simulator seed 718: a set woken
+// on its other key waited 55 ms for a wake that never came). A key held
+// by one token on a majority is released with a notice, to its first
+// waiter, or it expires (which wakes nobody, and w's timer serves, as
+// for a one-key waiter); a key free with another waiter first is that
+// waiter's to take, and to release with a notice. Until 2026-11-27
+// every such wake looked soon, and in the bench's multi-key workload
+// 40–50% of the sets' hand-offs paid for a look that found the other
+// key still held (docs/performance.md).
 func (q *waitQueue) lookSoon(w *waiter) {
 	w.mustLook = true
 	if w.soon != nil {
@@ -137,20 +152,32 @@ func (w *waiter) freeOf(rkey string) bool {
 
 // block records the keys of a set's waiter w that its look, sent at sent,
 // found it waiting for on a majority of nodes (held, or another waiter
-// first): a release of one of its keys that leaves others it waits for
-// wakes it to look, not to attempt (the others may have expired, which
-// no notice tells); once each has been released to it (after the look
-// was sent: a release that reached w meanwhile may be what the look
-// missed), to attempt.
-func (h *handoff) block(w *waiter, held []string, sent time.Time) {
+// first), each mapped to whether it was split (heldKeys): a release of
+// one of its keys that leaves others it waits for does not wake it to
+// attempt, and wakes it to look only where one of those was split (see
+// lookSoon); once each has been released to it (after the look was
+// sent: a release that reached w meanwhile may be what the look missed),
+// to attempt.
+func (h *handoff) block(w *waiter, held map[string]bool, sent time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w.blocked = map[string]bool{}
-	for _, k := range held {
-		if !w.freed[k].After(sent) {
-			w.blocked[k] = true
+	for k := range held {
+		if w.freed[k].After(sent) {
+			delete(held, k)
 		}
 	}
+	w.blocked = held
+}
+
+// waitsOnSplit reports whether a key a set's waiter w still waits for was
+// split at its last look (see block); callers hold the handoff's mu.
+func (w *waiter) waitsOnSplit() bool {
+	for _, split := range w.blocked {
+		if split {
+			return true
+		}
+	}
+	return false
 }
 
 // lookFirst reports whether w, woken, is a set that should look before it

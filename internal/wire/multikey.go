@@ -237,18 +237,22 @@ end
 // ms; −2 when every key is free, else the longest PTTL of the keys held
 // (−1 if one has none); the token that holds the first key held (in KEYS
 // order), "" if none; which keys are held, a '1' or '0' for each key, in
-// KEYS order}. The holder is what lets a set's waiter tell a split vote
-// from a holder (see splitSeen): each node names the first key it has
-// held, so a key held on a majority by one token is named so by that
-// majority, and contenders' grants on their way out by no token on a
-// majority. Until 2026-11-27 a set's look named no holder, and a set
-// refused by a split vote that looked like holders of different keys
-// slept its strategy's delay with its keys free (simulator seeds 5687
-// and 21031; TestSetLockAfterSplit).
+// KEYS order; the token that holds each key, "" where none does, each
+// followed by a NUL, in KEYS order}. The holder is what lets a set's
+// waiter tell a split vote from a holder (see splitSeen): each node names
+// the first key it has held, so a key held on a majority by one token is
+// named so by that majority, and contenders' grants on their way out by
+// no token on a majority. Until 2026-11-27 a set's look named no holder,
+// and a set refused by a split vote that looked like holders of
+// different keys slept its strategy's delay with its keys free
+// (simulator seeds 5687 and 21031; TestSetLockAfterSplit). Each key's
+// holder tells the same of every key: a set that a release left waiting
+// for another key looks again soon only where that key was split
+// (notice.go, lookSoon).
 var queueMultiSrc = queueLua + `
 local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
-local first, left, pttl, holder, waits = id, 0, -2, '', {}
+local first, left, pttl, holder, waits, holders = id, 0, -2, '', {}, {}
 for i, k in ipairs(KEYS) do
 	local q, l = qkeys(k)
 	local was = leaving and head(q, l, t) -- the head a leave may wake the next of
@@ -259,7 +263,8 @@ for i, k in ipairs(KEYS) do
 	local reserved = v and string.byte(v) == 0
 	local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
 	if reserved then p = -2 end
-	if p ~= -2 and holder == '' then holder = string.match(v, '^[^%z]*') end
+	holders[i] = p ~= -2 and string.match(v, '^[^%z]*') or ''
+	if holder == '' then holder = holders[i] end
 	if p == -2 and h then
 		reserve(hl, k, since)
 	elseif reserved and not h then
@@ -270,7 +275,7 @@ for i, k in ipairs(KEYS) do
 	if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
 	waits[i] = (p == -2 and h == id) and '0' or '1'
 end
-return {first, left, pttl, holder, table.concat(waits)}
+return {first, left, pttl, holder, table.concat(waits), table.concat(holders, '\0') .. '\0'}
 `
 
 // setScripts are a multi-key lock's: its acquires, extend and release go

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,7 +52,11 @@ type Result struct {
 	Key int
 	// Waits, from a set's look at its queues: bit i is set where the
 	// set waits for the op's Keys[i]: held, or another waiter first.
-	Waits          uint64
+	Waits uint64
+	// Holders, from a set's look at its queues: the token that holds each
+	// of the op's Keys, "" where none does, each followed by a NUL (see
+	// KeyHolder).
+	Holders        string
 	Waiting        int   // inspect: the live places in the key's queue
 	WaitingReaders int   // inspect: how many of the first 64 of those are readers'
 	Readers        int   // inspect: the live readers of a read-write lock
@@ -194,16 +199,17 @@ func acquireReply(reply any, err error) Result {
 }
 
 // queueReply decodes a queue op's {head or "", head's lease left ms, key's
-// PTTL (−2: no key)[, holder's token[, keys held]]}: StatusAbsent (the key
-// is free) with the head and its lease left as pttl, or StatusHeld with
-// the head, the key's PTTL (−1 when it has none) and the holder (Value),
-// when the op names it (a one-key look's; "" where readers hold), and the
-// keys a set waits for (Waits). The poll's judge decides what counts.
+// PTTL (−2: no key)[, holder's token[, keys held[, each key's holder]]]}:
+// StatusAbsent (the key is free) with the head and its lease left as
+// pttl, or StatusHeld with the head, the key's PTTL (−1 when it has none)
+// and the holder (Value), when the op names it (a one-key look's; ""
+// where readers hold), and the keys a set waits for (Waits) and their
+// holders (Holders). The poll's judge decides what counts.
 func queueReply(reply []any, err error) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if len(reply) >= 3 && len(reply) <= 5 {
+	if len(reply) >= 3 && len(reply) <= 6 {
 		head, ok1 := reply[0].(string)
 		left, ok2 := reply[1].(int64)
 		pttl, ok3 := reply[2].(int64)
@@ -213,7 +219,7 @@ func queueReply(reply []any, err error) Result {
 		if len(reply) >= 4 {
 			holder, _ = reply[3].(string)
 		}
-		if len(reply) == 5 {
+		if len(reply) >= 5 {
 			switch x := reply[4].(type) {
 			case string: // a set's: the keys it waits for
 				for i := range min(len(x), 64) {
@@ -225,8 +231,12 @@ func queueReply(reply []any, err error) Result {
 				own = x == 1
 			}
 		}
+		var holders string
+		if len(reply) == 6 {
+			holders, _ = reply[5].(string)
+		}
 		if ok1 && ok2 && ok3 {
-			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held, OwnAhead: own}
+			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held, Holders: holders, OwnAhead: own}
 			switch {
 			case pttl == -2:
 				r.Status, r.PTTL, r.Value = StatusAbsent, time.Duration(left)*time.Millisecond, ""
@@ -237,6 +247,21 @@ func queueReply(reply []any, err error) Result {
 		}
 	}
 	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}
+}
+
+// KeyHolder returns the token that holds the op's Keys[i] in r.Holders,
+// "" where none does or the reply named none.
+func (r Result) KeyHolder(i int) string {
+	s := r.Holders
+	for ; i > 0; i-- {
+		j := strings.IndexByte(s, 0)
+		if j < 0 {
+			return ""
+		}
+		s = s[j+1:]
+	}
+	tok, _, _ := strings.Cut(s, "\x00")
+	return tok
 }
 
 // ownerReply decodes the 1 / 0 / −1 replies of extend and release.

@@ -57,3 +57,25 @@ func FuzzReplies(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyHolder: a set's look names each key's holder, NUL after each, ""
+// where none holds it; a reply without them (a one-key look's, an older
+// script's) names none.
+func TestKeyHolder(t *testing.T) {
+	r := queueReply([]any{"s.1", int64(5000), int64(-1), "t7", "011", "\x00t7\x00t8\x00"}, nil)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for i, want := range []string{"", "t7", "t8", "", ""} {
+		if got := r.KeyHolder(i); got != want {
+			t.Errorf("KeyHolder(%d) = %q, want %q", i, got, want)
+		}
+	}
+	if r.Waits != 0b110 || r.Value != "t7" {
+		t.Errorf("got %+v", r)
+	}
+	five := queueReply([]any{"s.1", int64(5000), int64(-1), "t7", "011"}, nil)
+	if five.Err != nil || five.KeyHolder(1) != "" {
+		t.Errorf("a reply without holders: %+v, KeyHolder(1) = %q", five, five.KeyHolder(1))
+	}
+}
