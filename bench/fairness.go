@@ -77,6 +77,9 @@ type fairRound struct {
 	Alone      float64
 	AloneGap99 time.Duration
 	Errors     int
+	// ServerCPU: the servers' CPU time per acquisition (see env.cpu), what the
+	// primitive's hand-offs cost the nodes (every script, look and notice).
+	ServerCPU time.Duration
 }
 
 // fairAcq is one acquisition in a fairness round.
@@ -145,14 +148,20 @@ func fairRun(ctx context.Context, e *env, p primitive, n int, prefix string, d t
 	failed.Store(0)
 	f := &fairness{deadline: time.Now().Add(d)}
 	var wg sync.WaitGroup
+	_, s0 := e.cpu()
 	for i, l := range lockers {
 		wg.Go(func() { f.work(ctx, i, l) })
 	}
 	wg.Wait()
+	_, s1 := e.cpu()
 	if f.err != nil {
 		return fairRound{}, f.err
 	}
-	return f.figures(n, d, failed.Load()), ctx.Err()
+	r := f.figures(n, d, failed.Load())
+	if len(f.acqs) > 0 {
+		r.ServerCPU = (s1 - s0) / time.Duration(len(f.acqs))
+	}
+	return r, ctx.Err()
 }
 
 // fairClient is a Client on 5 nodes with the README's node options,

@@ -43,17 +43,18 @@ type fairRow struct {
 
 func summarizeFairness(name string, rs []fairRound) fairRow {
 	var per, att, order, least []float64
-	var g50, g99, a99 []time.Duration
+	var g50, g99, a99, cpu []time.Duration
 	var alone []float64
 	errs := 0
 	for _, f := range rs {
 		per, att, order, least = append(per, f.PerSec), append(att, f.Attempts), append(order, f.InOrder), append(least, f.Least)
 		g50, g99 = append(g50, f.GapP50), append(g99, f.GapP99)
 		alone, a99 = append(alone, f.Alone), append(a99, f.AloneGap99)
+		cpu = append(cpu, f.ServerCPU)
 		errs += f.Errors
 	}
 	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least),
-		GapP50: median(g50), GapP99: median(g99), Alone: median(alone), AloneGap99: median(a99), Errors: errs}}
+		GapP50: median(g50), GapP99: median(g99), Alone: median(alone), AloneGap99: median(a99), Errors: errs, ServerCPU: median(cpu)}}
 }
 
 type cycleRow struct {
