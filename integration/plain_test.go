@@ -173,6 +173,78 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
 
+// TestReservationOutlivesALapsedHead: a key released to a queue stays
+// reserved for as long as the queue lasts, not only for its first
+// waiter's lease: a first waiter whose place lapses (its process died)
+// leaves the key kept for the waiter behind it, which takes it at its
+// next look, and an uncontended acquire that comes between is refused.
+// Until 2026-11-27 the reservation lapsed with the first place, and a
+// plain SET NX took the key in that instant (the simulator's seed 126807,
+// a waiter cut off).
+func TestReservationOutlivesALapsedHead(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	ctx := t.Context()
+	a := newClient(t, Clients(t, nodes, nil))
+	newcomer := newClient(t, Clients(t, nodes, nil))
+	warm, err := newcomer.TryLock(ctx, UniqueKey(t, nodes)) // its connections' first acquire is a script, which reads the queue
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := func(id string, ticket int64, lease time.Duration) {
+		t.Helper()
+		o := &wire.Op{Kind: wire.OpQueue, Key: RedisKey(key), Place: &wire.Place{ID: id, Ticket: ticket, Lease: lease}, Quiet: lease == 0, Wake: "redlock:wake:"}
+		o.Encode()
+		for _, n := range nodes {
+			if err := Admin(t, n).Do(ctx, o.EvalArgs(0)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const lease = time.Second
+	placed := time.Now()
+	place("zz.1", 1, lease) // first, and soon gone: nobody refreshes it
+	place("zz.2", 2, time.Minute)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(placed) >= lease {
+		t.Fatalf("the machine took %v to place and release: the first place lapsed before the release", time.Since(placed))
+	}
+	for _, ns := range st.Nodes {
+		if ns.Held || ns.FirstWaiter != "zz.1" {
+			t.Fatalf("Inspect after the release: %+v; want the key free and zz.1 first", ns)
+		}
+	}
+	time.Sleep(time.Until(placed.Add(lease + 100*time.Millisecond)))
+	if l, err := newcomer.TryLock(ctx, key); !errors.Is(err, redlock.ErrNotObtained) {
+		if l != nil {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+		t.Fatalf("TryLock once the first place lapsed, with a waiter behind it: %v, want ErrNotObtained", err)
+	}
+	place("zz.2", 0, 0) // the last place leaves: the key goes
+	l, err = newcomer.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("TryLock with the queue gone: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitEmpty(t, nodes, key, 30*time.Second)
+}
+
 // TestFencedSweepReadsTheQueue: a semaphore's sweep never jumps a slot's
 // queue, fenced or not, even where the slot's key is free without a
 // reservation (a holder's key that expired, before the next look). A
