@@ -170,3 +170,29 @@ func TestCheckerFaultSpanCoversALapse(t *testing.T) {
 		t.Errorf("a long fault's span ends before lease/2 after it")
 	}
 }
+
+// A node that restarted empty after it granted a fencing token forgets
+// it, even in the instant before the holder's call returned (simulator
+// seed 214922: a term granted at 8.299 s, the node restarted empty at
+// 8.302 s, Campaign returned just after; a later leader's smaller
+// proposal was taken by that node and one that restarted earlier, a
+// majority of 3). The checker does not compare the two tokens; it does
+// where the restart came before the first holder's attempt could begin.
+func TestCheckerForgetAfterTheGrant(t *testing.T) {
+	begin := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return begin.Add(time.Duration(n) * time.Millisecond) }
+	run := func(forgot time.Time) []string {
+		s := &simRun{begin: begin, ttl: 1700 * time.Millisecond, forgot: []time.Time{forgot}}
+		s.holdings = []simHolding{
+			{keys: []string{"election:e"}, who: "A", fence: 10, got: ms(8302), from: ms(8302), to: ms(8982)},
+			{keys: []string{"election:e"}, who: "B", fence: 5, got: ms(12915), from: ms(12915), to: ms(13500)},
+		}
+		return s.overlaps()
+	}
+	if v := run(ms(8301)); len(v) != 0 {
+		t.Errorf("a node restarted empty after A's grant, before A's call returned: flagged\n%s", strings.Join(v, "\n"))
+	}
+	if v := run(ms(8302 - 1701)); len(v) != 1 || !strings.Contains(v[0], "after A") {
+		t.Errorf("a restart before A's attempt could begin forgets nothing of A's: want B flagged, got %q", v)
+	}
+}
