@@ -71,9 +71,10 @@ for _, k in ipairs(mine) do
 	if redis.call('EXISTS', k .. ':queue') == 1 then
 ` + queueLua + `
 		local q, l = qkeys(k)
-		local h, left = head(q, l, now())
+		local t = now()
+		local h, left = head(q, l, t)
 		if h then
-			reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
+			reserve(t, left, k, ARGV[3] ~= '' and ARGV[1] or nil)
 			reserved = true
 			named = named or h
 			if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
@@ -217,7 +218,7 @@ local function gateAll(id, ticket, lease, refused)
 				lefts[i] = tonumber(lease)
 			end
 			local v = hs[i] and redis.call('GET', k)
-			if hs[i] and (not v or string.byte(v) == 0) then reserve(lefts[i], k, v and string.sub(v, 2)) end
+			if hs[i] and (not v or string.byte(v) == 0) then reserve(t, lefts[i], k, v and string.sub(v, 2)) end
 		else
 			leave(q, l, id)
 		end
@@ -266,7 +267,7 @@ for i, k in ipairs(KEYS) do
 	holders[i] = p ~= -2 and string.match(v, '^[^%z]*') or ''
 	if holder == '' then holder = holders[i] end
 	if p == -2 and h then
-		reserve(hl, k, since)
+		reserve(t, hl, k, since)
 	elseif reserved and not h then
 		redis.call('DEL', k)
 	end

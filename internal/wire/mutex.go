@@ -72,13 +72,14 @@ end
 if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 ` + queueLua + `
 	local q, l = qkeys()
-	local h, left = head(q, l, now())
+	local t = now()
+	local h, left = head(q, l, t)
 	if h then
 		if ARGV[3] == '' then -- sent to wake nobody: no release to name
-			reserve(left)
+			reserve(t, left)
 			return 1
 		end
-		reserve(left, nil, ARGV[1])
+		reserve(t, left, nil, ARGV[1])
 		wakeFront(ARGV[3], h, ARGV[1])
 		return {1, h}
 	end

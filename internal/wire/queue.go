@@ -46,7 +46,7 @@ import "fmt"
 // drops lapsed entries from the front and returns the first live one with
 // its lease left (ms), enqueue adds or refreshes an entry, reserve sets the
 // key to Reserved (and since, if any) for the longest lease left in the
-// queue, at least left (or deletes it, for 0),
+// queue at node time t, at least left (or deletes it, for 0),
 // keyFree reads a key as free when it is absent or Reserved, wake tells a
 // waiter's Client that the waiter is first and the key free (and, with
 // since, also in the name of that release). A waiter ID is
@@ -92,10 +92,10 @@ local function leave(q, l, id)
 	redis.call('ZREM', q, id)
 	redis.call('ZREM', l, id)
 end
-local function reserve(left, k, since)
+local function reserve(t, left, k, since)
 	if left <= 0 then return redis.call('DEL', k or KEYS[1]) end
 	local _, l = qkeys(k)
-	local last = tonumber(redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] or '0') - now()
+	local last = tonumber(redis.call('ZRANGE', l, -1, -1, 'WITHSCORES')[2] or '0') - t
 	redis.call('SET', k or KEYS[1], '\0' .. (since or ''), 'PX', math.max(left, last))
 end
 local function keyFree(k)
@@ -164,7 +164,7 @@ local function gate(id, ticket, lease)
 		if before == nil then h, left = head(q, l, t) end -- a tie: the queue's order
 	end
 	if h and h ~= id then
-		reserve(left, nil, since)
+		reserve(t, left, nil, since)
 		return {-1 - left, '', h}
 	end
 	if h then leave(q, l, h) end
@@ -245,7 +245,7 @@ if writerFree and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
 	if r > 0 then pttl = r end
 end
 if pttl == -2 and h then
-	reserve(left, nil, since)
+	reserve(t, left, nil, since)
 elseif reserved and not h then
 	redis.call('DEL', KEYS[1])
 end
