@@ -174,7 +174,7 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 }
 
 // TestReservationOutlivesALapsedHead: a key released to a queue stays
-// reserved while any place in the queue lives, not only for its first
+// reserved for as long as the queue lasts, not only for its first
 // waiter's lease: a first waiter whose place lapses (its process died)
 // leaves the key kept for the waiter behind it, which takes it at its
 // next look, and an uncontended acquire that comes between is refused.

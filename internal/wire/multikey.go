@@ -71,10 +71,9 @@ for _, k in ipairs(mine) do
 	if redis.call('EXISTS', k .. ':queue') == 1 then
 ` + queueLua + `
 		local q, l = qkeys(k)
-		local t = now()
-		local h, left = head(q, l, t)
+		local h, left = head(q, l, now())
 		if h then
-			reserve(t, left, k, ARGV[3] ~= '' and ARGV[1] or nil)
+			reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
 			reserved = true
 			named = named or h
 			if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
@@ -218,7 +217,7 @@ local function gateAll(id, ticket, lease, refused)
 				lefts[i] = tonumber(lease)
 			end
 			local v = hs[i] and redis.call('GET', k)
-			if hs[i] and (not v or string.byte(v) == 0) then reserve(t, lefts[i], k, v and string.sub(v, 2)) end
+			if hs[i] and (not v or string.byte(v) == 0) then reserve(lefts[i], k, v and string.sub(v, 2)) end
 		else
 			leave(q, l, id)
 		end
@@ -267,7 +266,7 @@ for i, k in ipairs(KEYS) do
 	holders[i] = p ~= -2 and string.match(v, '^[^%z]*') or ''
 	if holder == '' then holder = holders[i] end
 	if p == -2 and h then
-		reserve(t, hl, k, since)
+		reserve(hl, k, since)
 	elseif reserved and not h then
 		redis.call('DEL', k)
 	end

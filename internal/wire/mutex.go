@@ -72,14 +72,13 @@ end
 if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 ` + queueLua + `
 	local q, l = qkeys()
-	local t = now()
-	local h, left = head(q, l, t)
+	local h, left = head(q, l, now())
 	if h then
 		if ARGV[3] == '' then -- sent to wake nobody: no release to name
-			reserve(t, left)
+			reserve(left)
 			return 1
 		end
-		reserve(t, left, nil, ARGV[1])
+		reserve(left, nil, ARGV[1])
 		wakeFront(ARGV[3], h, ARGV[1])
 		return {1, h}
 	end

@@ -111,7 +111,7 @@ local since = reserved and string.sub(rv, 2) or '' -- the release the key has be
 if reserved then pttl = -2 end
 local busy = pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 and readers(t) > 0
 if pttl == -2 and not busy and h then
-	reserve(t, left, nil, since)
+	reserve(left, nil, since)
 elseif reserved and not h then
 	redis.call('DEL', KEYS[1])
 end
