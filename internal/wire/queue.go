@@ -20,10 +20,8 @@ import "fmt"
 // A free key with a live queue is not left absent: a release, an acquire
 // refused by the queue, and a look at the queue that finds the key free
 // (and no readers: a read-write lock's) set it to Reserved (a NUL, which
-// no token starts with) for as long as the queue lasts (its keys' TTL,
-// the newest lease: a first place that lapses leaves the key kept for the
-// next one, until that waiter's look); each look renews it so, or deletes
-// it when the queue is empty. Every
+// no token starts with) for as long as the first place's lease has left;
+// each look renews it so, or deletes it when the queue is empty. Every
 // script reads Reserved as a free key, and so the queue's gate decides who
 // may take it; only a plain SET NX, the uncontended acquire
 // (OpAcquirePlain), reads it as held, which is what keeps that acquire,
@@ -45,8 +43,8 @@ import "fmt"
 // queueLua is the functions the scripts that touch the queue share: head
 // drops lapsed entries from the front and returns the first live one with
 // its lease left (ms), enqueue adds or refreshes an entry, reserve sets the
-// key to Reserved (and since, if any) for the head's lease left or the
-// queue's TTL, whichever is longer (or deletes it, for 0),
+// key to Reserved (and since, if any) for the head's lease left (or
+// deletes it, for 0),
 // keyFree reads a key as free when it is absent or Reserved, wake tells a
 // waiter's Client that the waiter is first and the key free (and, with
 // since, also in the name of that release). A waiter ID is
@@ -93,9 +91,7 @@ local function leave(q, l, id)
 	redis.call('ZREM', l, id)
 end
 local function reserve(left, k, since)
-	if left <= 0 then return redis.call('DEL', k or KEYS[1]) end
-	local _, l = qkeys(k)
-	redis.call('SET', k or KEYS[1], '\0' .. (since or ''), 'PX', math.max(left, redis.call('PTTL', l)))
+	if left > 0 then redis.call('SET', k or KEYS[1], '\0' .. (since or ''), 'PX', left) else redis.call('DEL', k or KEYS[1]) end
 end
 local function keyFree(k)
 	local v = redis.call('GET', k or KEYS[1])
