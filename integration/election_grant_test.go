@@ -2,9 +2,13 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
 )
@@ -33,10 +37,17 @@ func TestElectionGrantAnnounces(t *testing.T) {
 	}
 	term := strconv.FormatUint(ld.Term(), 10)
 	for i, n := range nodes {
-		v, err := Admin(t, n).Get(ctx, RedisKey("election:"+name)).Result()
-		if err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
+		// Campaign returns at a majority: the last nodes' grants may still
+		// be on their way.
+		var v string
+		waitUntil(t, 30*time.Second, fmt.Sprintf("node %d's grant", i), func() bool {
+			var err error
+			v, err = Admin(t, n).Get(ctx, RedisKey("election:"+name)).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				t.Fatalf("node %d: %v", i, err)
+			}
+			return err == nil
+		})
 		_, meta, _ := strings.Cut(v, "\x00")
 		if meta != term+".1~ v" && meta != term+".1 v" {
 			t.Errorf("node %d shows %q, want term %s", i, meta, term)
