@@ -261,6 +261,7 @@ func TestSetWaitsQuietlyForAHeldKey(t *testing.T) {
 		require.NoError(t, err)
 		lb, err := hb.Lock(ctx, "b", WithTTL(time.Minute))
 		require.NoError(t, err)
+		synctest.Wait() // Lock returns at a majority: the last grants land
 		set, err := setc.MultiLock([]string{"a", "b"}, waitHour, WithTTL(time.Minute))
 		require.NoError(t, err)
 		got := lockBehind(t, set)
@@ -296,6 +297,7 @@ func TestSetLooksSoonAfterASplitKey(t *testing.T) {
 		ctx := t.Context()
 		la, err := ha.Lock(ctx, "a", WithTTL(time.Minute))
 		require.NoError(t, err)
+		synctest.Wait() // Lock returns at a majority: the last grants land
 		rb := setc.redisKey("b")
 		for i, tok := range []string{"x", "x", "y", "y"} {
 			fakes[i].set(rb, tok, time.Minute)
@@ -314,6 +316,7 @@ func TestSetLooksSoonAfterASplitKey(t *testing.T) {
 		require.NoError(t, la.Unlock(ctx))
 		l := <-got
 		require.Equal(t, setLookDelay, time.Since(start), "the set did not look soon after the release")
+		synctest.Wait() // the look returned at a majority: the rest land
 		require.Equal(t, int32(5), looks.Load())
 		require.NoError(t, l.Unlock(ctx))
 	})
