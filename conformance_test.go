@@ -146,6 +146,8 @@ func conformance() map[string][]step {
 			do(withPlace(acq(k("p"), "t4"), "c1.1", 100, lease)), raw("GET", k("p")), // the head takes it
 			do(rel(k("p"), "t4", 0)), raw("GET", k("p")), // reserved for c2.1
 			do(queue(k("p"), "c2.1", 200, true)), raw("EXISTS", k("p")), // the last place leaves: deleted
+			do(plain(k("pq"), "t7", "t7")), do(queue(k("pq"), "c3.1", 300, false)), do(rel(k("pq"), "t7", 0)), // reserved for c3.1
+			do(withPlace(&wire.Op{Kind: wire.OpQueue, Key: k("pq"), Wake: wakePrefix}, "c4.1", 400, 2*lease)), raw("PTTL", k("pq")), // and for a look's own lease
 			do(queue(k("pl"), "c1.1", 100, false)), raw("GET", k("pl")), // a look finds it free: reserved
 			do(withMode(acq(k("pl"), "r1"), wire.ModeRead)), fenced(k("pl"), "t5", p, 0), // both refused by the queue
 			do(withKeys(acq(k("pl"), "t6"), k("pl"))), raw("GET", k("pl")), // a set is refused by the queue too

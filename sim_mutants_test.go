@@ -89,7 +89,7 @@ func init() {
 
 // queueGate is gateLua's refusal of a free key to anyone but the first
 // waiter.
-const queueGate = "if h and h ~= id then\n\t\treserve(left, nil, since)\n\t\treturn {-1 - left, '', h}\n\tend"
+const queueGate = "if h and h ~= id then\n\t\treserve(ticket ~= '0' and math.max(left, tonumber(lease)) or left, nil, since)\n\t\treturn {-1 - left, '', h}\n\tend"
 
 const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\\0' then return -1 end\n"
 

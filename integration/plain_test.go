@@ -109,13 +109,7 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 	// waiting Lock has, without a Lock call to take the key when woken.
 	place := func(quiet bool) {
 		t.Helper()
-		o := &wire.Op{Kind: wire.OpQueue, Key: RedisKey(key), Place: &wire.Place{ID: "zz.1", Ticket: 1, Lease: time.Minute}, Quiet: quiet, Wake: "redlock:wake:"}
-		o.Encode()
-		for _, n := range nodes {
-			if err := Admin(t, n).Do(ctx, o.EvalArgs(0)...).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		runOp(t, nodes, &wire.Op{Kind: wire.OpQueue, Key: RedisKey(key), Place: &wire.Place{ID: "zz.1", Ticket: 1, Lease: time.Minute}, Quiet: quiet})
 	}
 	place(false)
 	if err := l.Unlock(ctx); err != nil {
@@ -177,6 +171,126 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
 
+// TestLookKeepsTheReservation: a waiter's look that finds the key
+// reserved for a waiter ahead of it keeps the key reserved for as long as
+// its own place lasts, not only the first place's lease. So a first
+// waiter whose place lapses (its process died) leaves the key kept for the
+// waiter behind it, and an uncontended acquire that comes before that
+// waiter's next look is refused. Until 2026-11-27 the reservation lapsed
+// with the first place, and a plain SET NX took the key in that instant
+// (the simulator's seed 126807, a waiter cut off).
+func TestLookKeepsTheReservation(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	ctx := t.Context()
+	a := newClient(t, Clients(t, nodes, nil))
+	newcomer := newClient(t, Clients(t, nodes, nil))
+	warm, err := newcomer.TryLock(ctx, UniqueKey(t, nodes)) // its connections' first acquire is a script, which reads the queue
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	place := func(id string, ticket int64, lease time.Duration) {
+		t.Helper()
+		runOp(t, nodes, &wire.Op{Kind: wire.OpQueue, Key: RedisKey(key), Place: &wire.Place{ID: id, Ticket: ticket, Lease: lease}, Quiet: lease == 0})
+	}
+	const lease = time.Second
+	placed := time.Now()
+	place("zz.1", 1, lease) // first, and soon gone: nobody refreshes it
+	place("zz.2", 2, time.Minute)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes { // Unlock returns at a majority: wait for the rest
+		waitUntil(t, 30*time.Second, "the release on "+n.Addr, func() bool {
+			v, err := Admin(t, n).Get(ctx, RedisKey(key)).Result()
+			return err == nil && wire.IsReserved(v)
+		})
+	}
+	place("zz.2", 2, time.Minute) // zz.2's look, while the key is reserved for zz.1
+	for _, n := range nodes {
+		if pttl := Admin(t, n).PTTL(ctx, RedisKey(key)).Val(); pttl <= lease {
+			t.Fatalf("%s: the key is reserved for %v after zz.2's look, want zz.2's lease (a minute)", n.Addr, pttl)
+		}
+	}
+	// zz.1's place lapses. Were the machine so slow that it lapsed before
+	// zz.2's look, that look reserved the key for zz.2 as first: refused
+	// either way.
+	time.Sleep(time.Until(placed.Add(lease + 100*time.Millisecond)))
+	if l, err := newcomer.TryLock(ctx, key); !errors.Is(err, redlock.ErrNotObtained) {
+		if l != nil {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+		t.Fatalf("TryLock once the first place lapsed, with a waiter behind it: %v, want ErrNotObtained", err)
+	}
+	place("zz.2", 0, 0) // the last place leaves: the key goes
+	l, err = newcomer.TryLock(ctx, key)
+	if err != nil {
+		t.Fatalf("TryLock with the queue gone: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitEmpty(t, nodes, key, 30*time.Second)
+}
+
+// TestLeaveShortensTheReservation: a reservation that a waiter's look
+// made as long as its own place is cut back when that waiter leaves, even
+// while readers hold the read-write lock (no look reserves then), so that
+// it never outlives the places left in the queue. The simulator found it
+// missing (seed 126542: a key reserved after every Client had closed).
+func TestLeaveShortensTheReservation(t *testing.T) {
+	nodes := StartNodes(t, 1)
+	admin := Admin(t, nodes[0])
+	key := RedisKey("rw:" + UniqueKey(t, nodes))
+	ctx := t.Context()
+	run := func(o *wire.Op) { t.Helper(); runOp(t, nodes, o) }
+	place := func(o *wire.Op, id string, ticket int64, lease time.Duration) *wire.Op {
+		o.Place = &wire.Place{ID: id, Ticket: ticket, Lease: lease}
+		return o
+	}
+	look := func(id string, ticket int64, lease time.Duration, mode wire.Mode) {
+		t.Helper()
+		run(place(&wire.Op{Kind: wire.OpQueue, Key: key, Mode: mode, Quiet: ticket == 0}, id, ticket, lease))
+	}
+	look("zz.r1", 1, time.Second, wire.ModeRead) // a reader first: the free key reserved for it
+	look("zz.3", 3, time.Second, wire.ModeWrite) // a writer behind it
+	look("zz.2", 2, time.Minute, wire.ModeWrite) // and one before that, whose look reserves for its minute
+	read := wire.NewOp(wire.OpAcquire, key, "r1", "r1", time.Minute)
+	read.Mode = wire.ModeRead
+	run(place(read, "zz.r1", 1, time.Second)) // the reader is let in, and holds
+	if pttl := admin.PTTL(ctx, key).Val(); pttl <= time.Second {
+		t.Fatalf("the reservation after the reader's entry: %v, want the writer's minute still", pttl)
+	}
+	look("zz.2", 0, 0, wire.ModeWrite) // the writer with the minute leaves, while the reader holds
+	if pttl := admin.PTTL(ctx, key).Val(); pttl > time.Second {
+		t.Fatalf("the reservation after its writer left: %v, want zz.3's second at most", pttl)
+	}
+	look("zz.3", 0, 0, wire.ModeWrite) // the last place leaves: the key goes
+	if n := admin.Exists(ctx, key).Val(); n != 0 {
+		t.Fatalf("the key after the last place left: %d, want none", n)
+	}
+}
+
+// runOp runs o (with the default wake prefix) on every node, as the
+// library would send it.
+func runOp(t *testing.T, nodes []*Node, o *wire.Op) {
+	t.Helper()
+	o.Wake = "redlock:wake:"
+	o.Encode()
+	for _, n := range nodes {
+		if err := Admin(t, n).Do(t.Context(), o.EvalArgs(0)...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestFencedSweepReadsTheQueue: a semaphore's sweep never jumps a slot's
 // queue, fenced or not, even where the slot's key is free without a
 // reservation (a holder's key that expired, before the next look). A
@@ -188,13 +302,7 @@ func TestFencedSweepReadsTheQueue(t *testing.T) {
 	name := UniqueKey(t, nodes)
 	slot := RedisKey("sem:" + name + ":0")
 	ctx := t.Context()
-	o := &wire.Op{Kind: wire.OpQueue, Key: slot, Place: &wire.Place{ID: "zz.1", Ticket: 1, Lease: time.Minute}, Wake: "redlock:wake:"}
-	o.Encode()
-	for _, n := range nodes {
-		if err := Admin(t, n).Do(ctx, o.EvalArgs(0)...).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	runOp(t, nodes, &wire.Op{Kind: wire.OpQueue, Key: slot, Place: &wire.Place{ID: "zz.1", Ticket: 1, Lease: time.Minute}})
 	t.Cleanup(func() {
 		for _, n := range nodes {
 			Admin(t, n).Del(context.WithoutCancel(ctx), slot, slot+":queue", slot+":lease", slot+":fence")

@@ -217,7 +217,8 @@ local function gateAll(id, ticket, lease, refused)
 				lefts[i] = tonumber(lease)
 			end
 			local v = hs[i] and redis.call('GET', k)
-			if hs[i] and (not v or string.byte(v) == 0) then reserve(lefts[i], k, v and string.sub(v, 2)) end
+			local keep = ticket ~= '0' and math.max(lefts[i], tonumber(lease)) or lefts[i] -- its own place is refreshed too
+			if hs[i] and (not v or string.byte(v) == 0) then reserve(keep, k, v and string.sub(v, 2)) end
 		else
 			leave(q, l, id)
 		end
@@ -266,7 +267,7 @@ for i, k in ipairs(KEYS) do
 	holders[i] = p ~= -2 and string.match(v, '^[^%z]*') or ''
 	if holder == '' then holder = holders[i] end
 	if p == -2 and h then
-		reserve(hl, k, since)
+		reserve(leaving and hl or math.max(hl, tonumber(ARGV[3])), k, since)
 	elseif reserved and not h then
 		redis.call('DEL', k)
 	end

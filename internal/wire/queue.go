@@ -20,8 +20,12 @@ import "fmt"
 // A free key with a live queue is not left absent: a release, an acquire
 // refused by the queue, and a look at the queue that finds the key free
 // (and no readers: a read-write lock's) set it to Reserved (a NUL, which
-// no token starts with) for as long as the first place's lease has left;
-// each look renews it so, or deletes it when the queue is empty. Every
+// no token starts with) for as long as the first place's lease has left
+// (a script that refreshes a place, as a look does, but for a reader's:
+// for that place's lease, if longer, so that a first place that lapses
+// leaves the key kept for the waiters that looked behind it; a leave cuts
+// it back); each look renews it so, or deletes it when the queue is
+// empty. Every
 // script reads Reserved as a free key, and so the queue's gate decides who
 // may take it; only a plain SET NX, the uncontended acquire
 // (OpAcquirePlain), reads it as held, which is what keeps that acquire,
@@ -159,7 +163,7 @@ local function gate(id, ticket, lease)
 		if before == nil then h, left = head(q, l, t) end -- a tie: the queue's order
 	end
 	if h and h ~= id then
-		reserve(left, nil, since)
+		reserve(ticket ~= '0' and math.max(left, tonumber(lease)) or left, nil, since)
 		return {-1 - left, '', h}
 	end
 	if h then leave(q, l, h) end
@@ -240,9 +244,9 @@ if writerFree and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
 	if r > 0 then pttl = r end
 end
 if pttl == -2 and h then
-	reserve(left, nil, since)
-elseif reserved and not h then
-	redis.call('DEL', KEYS[1])
+	reserve(ARGV[2] == '0' and left or math.max(left, tonumber(ARGV[3])), nil, since)
+elseif reserved and (not h or ARGV[2] == '0') then -- a leave while readers hold: what the leaver's look set goes
+	reserve(h and left or 0, nil, since)
 end
 if ARGV[2] == '0' and first == ARGV[1] and h and (pttl == -2 or writerFree and isReader(h)) then
 	wakeFront(ARGV[4], h, ARGV[1], nil, since)
