@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,24 +79,28 @@ func TestNew(t *testing.T) {
 }
 
 func TestCancelledContextSendsNothing(t *testing.T) {
-	fakes := newFakeNodes(3)
-	c := newTestClient(t, fakes)
-	l, err := c.TryLock(t.Context(), "k")
-	require.NoError(t, err)
-	before := fakes[0].calls.Load()
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	for name, f := range map[string]func() error{
-		"Lock":    func() error { _, err := c.Lock(ctx, "j"); return err },
-		"TryLock": func() error { _, err := c.TryLock(ctx, "j"); return err },
-		"Extend":  func() error { return l.Extend(ctx, time.Second) },
-		"Unlock":  func() error { return l.Unlock(ctx) },
-		"Inspect": func() error { _, err := c.Inspect(ctx, "k"); return err },
-	} {
-		require.ErrorIs(t, f(), context.Canceled, name)
-	}
-	require.Equal(t, before, fakes[0].calls.Load(), "a cancelled context sent calls")
-	require.NoError(t, l.Unlock(t.Context()), "Unlock after the cancelled one")
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		c := newTestClient(t, fakes)
+		l, err := c.TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		synctest.Wait() // TryLock returns at a majority: the last node's call lands
+		before := fakes[0].calls.Load()
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		for name, f := range map[string]func() error{
+			"Lock":    func() error { _, err := c.Lock(ctx, "j"); return err },
+			"TryLock": func() error { _, err := c.TryLock(ctx, "j"); return err },
+			"Extend":  func() error { return l.Extend(ctx, time.Second) },
+			"Unlock":  func() error { return l.Unlock(ctx) },
+			"Inspect": func() error { _, err := c.Inspect(ctx, "k"); return err },
+		} {
+			require.ErrorIs(t, f(), context.Canceled, name)
+		}
+		synctest.Wait()
+		require.Equal(t, before, fakes[0].calls.Load(), "a cancelled context sent calls")
+		require.NoError(t, l.Unlock(t.Context()), "Unlock after the cancelled one")
+	})
 }
 
 // TestMutualExclusionFakes: many goroutines contending through the full
