@@ -52,7 +52,7 @@ func readersIf(i int) string {
 // Reply: 1 added; 2 the token was a live reader already (its lease
 // renewed); refused: acquireSrc's {−(PTTL + 1), writer's token}, or the
 // queue's {−(lease left + 1), ”, the first writer waiting ahead}.
-var readAcquireSrc = queueLua + readersLua + `
+var readAcquireSrc = queueLua + `
 local id, ticket = ARGV[4] or '', ARGV[5] or '0'
 local q, l = qkeys()
 local t = now()
@@ -75,7 +75,7 @@ if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue'
 	return refuse({-1 - redis.call('PTTL', KEYS[1]), v})
 end
 local r = KEYS[1] .. ':readers'
-readers(t)
+redis.call('ZREMRANGEBYSCORE', r, '-inf', t) -- lapsed readers go (readersLua's readers(t) would read the longest lease too)
 local mine = redis.call('ZSCORE', r, ARGV[1])
 if not mine and (ticket ~= '0' or redis.call('EXISTS', q) == 1) then
 	local w, left = writerAhead(q, l, t, id)
@@ -163,7 +163,8 @@ if cooldown > 0 then
 	return 1
 end
 redis.call('ZREM', r, ARGV[1])
-if ARGV[3] ~= '' and readers(t) == 0 and keyFree() and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+-- The queue first: a release with none (the uncontended one) reads no more.
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 and readers(t) == 0 and keyFree() then
 	local q, l = qkeys()
 	local h = head(q, l, t)
 	if h then
