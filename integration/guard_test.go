@@ -124,11 +124,9 @@ func TestGuardWithoutInfoPermission(t *testing.T) {
 	if !errors.Is(err, redlock.ErrNotObtained) || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("got %v, want ErrNotObtained naming the missing permission", err)
 	}
-	for _, n := range nodes {
-		if k, _ := Admin(t, n).Exists(t.Context(), RedisKey(key)).Result(); k != 0 {
-			t.Fatalf("%s kept a key after a refused attempt", n.Addr)
-		}
-	}
+	// The attempt is decided once two nodes failed: a grant that came
+	// later is taken back in the background.
+	waitEmpty(t, nodes, key, 30*time.Second)
 }
 
 // TestGuardInfoRevokedMidLife: a node that answered INFO before is asked
