@@ -127,7 +127,7 @@ return {id, tonumber(ARGV[3]), pttl}
 // readExtendSrc renews a live reader's lease; it never re-adds a lapsed
 // one. ARGV[1] token, ARGV[2] ttl in ms.
 // Reply: 1 extended; 0 the reader is gone (its lease lapsed).
-const readExtendSrc = queueLua + `
+const readExtendSrc = nowLua + `
 local r = KEYS[1] .. ':readers'
 local t = now()
 local s = redis.call('ZSCORE', r, ARGV[1])
@@ -148,7 +148,7 @@ return 1
 // channels' prefix ("": wake nobody).
 // Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
 // was gone.
-const readReleaseSrc = queueLua + readersLua + `
+var readReleaseSrc = nowLua + `
 local r = KEYS[1] .. ':readers'
 local t = now()
 local s = redis.call('ZSCORE', r, ARGV[1])
@@ -163,13 +163,17 @@ if cooldown > 0 then
 	return 1
 end
 redis.call('ZREM', r, ARGV[1])
--- The queue first: a release with none (the uncontended one) reads no more.
-if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 and readers(t) == 0 and keyFree() then
-	local q, l = qkeys()
-	local h = head(q, l, t)
-	if h then
-		wakeFront(ARGV[3], h, '\1readers')
-		return {1, h}
+-- The queue first: a release with none (the uncontended one) reads no
+-- more, and defines the queue's functions only when it finds one.
+if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+` + queueFnsLua + readersLua + `
+	if readers(t) == 0 and keyFree() then
+		local q, l = qkeys()
+		local h = head(q, l, t)
+		if h then
+			wakeFront(ARGV[3], h, '\1readers')
+			return {1, h}
+		end
 	end
 end
 return 1
