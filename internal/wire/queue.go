@@ -24,8 +24,8 @@ import "fmt"
 // (a script that refreshes a place, as a look does, but for a reader's:
 // for that place's lease, if longer, so that a first place that lapses
 // leaves the key kept for the waiters that looked behind it; a leave cuts
-// it back); each look renews it so, or deletes it when the queue is
-// empty. Every
+// it back, a writer's also while readers hold); each look renews it so,
+// or deletes it when the queue is empty. Every
 // script reads Reserved as a free key, and so the queue's gate decides who
 // may take it; only a plain SET NX, the uncontended acquire
 // (OpAcquirePlain), reads it as held, which is what keeps that acquire,

@@ -148,7 +148,7 @@ return 1
 // channels' prefix ("": wake nobody).
 // Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
 // was gone.
-var readReleaseSrc = nowLua + `
+const readReleaseSrc = nowLua + `
 local r = KEYS[1] .. ':readers'
 local t = now()
 local s = redis.call('ZSCORE', r, ARGV[1])
