@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,10 +105,14 @@ func TestGuardWithoutInfoPermission(t *testing.T) {
 	clients := Clients(t, nodes, nil)
 	clients[0] = Clients(t, nodes[:1], func(o *redis.Options) { o.Username, o.Password = "noinfo", "pw" })[0]
 	c := newClient(t, clients, redlock.WithTTL(time.Minute))
+	refused := infoRefusals(t, nodes[0])
 	l, err := c.TryLock(t.Context(), key)
 	if err != nil {
 		t.Fatalf("two nodes of three granted, yet: %v", err)
 	}
+	// TryLock returned at two grants: node 0's INFO may still be on its
+	// way, and an acquire sent after it would come later still.
+	waitUntil(t, 30*time.Second, "node 0 to refuse INFO", func() bool { return infoRefusals(t, nodes[0]) > refused })
 	if n, err := admin.Exists(t.Context(), RedisKey(key)).Result(); err != nil || n != 0 {
 		t.Fatalf("node 0 kept a key (%d, %v): the script wrote before INFO failed", n, err)
 	}
@@ -127,6 +132,27 @@ func TestGuardWithoutInfoPermission(t *testing.T) {
 	// The attempt is decided once two nodes failed: a grant that came
 	// later is taken back in the background.
 	waitEmpty(t, nodes, key, 30*time.Second)
+}
+
+// infoRefusals is how many INFO calls node n refused (its rejected_calls
+// in INFO commandstats: an ACL denial is one).
+func infoRefusals(t *testing.T, n *Node) int {
+	t.Helper()
+	info, err := Admin(t, n).Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(info, "cmdstat_info:")
+	if !ok {
+		return 0
+	}
+	_, rest, _ = strings.Cut(rest, "rejected_calls=")
+	count, _, _ := strings.Cut(rest, ",")
+	r, err := strconv.Atoi(count)
+	if err != nil {
+		t.Fatalf("INFO commandstats: cmdstat_info %q: %v", rest, err)
+	}
+	return r
 }
 
 // TestGuardInfoRevokedMidLife: a node that answered INFO before is asked
