@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,25 +85,11 @@ func wantRefusedBy(t *testing.T, what string, reply any, head string) {
 // zadds is how many ZADDs n ran since the last call.
 func zadds(t *testing.T, n *Node) int {
 	t.Helper()
-	ctx := context.Background()
-	info, err := Admin(t, n).Info(ctx, "commandstats").Result()
-	if err != nil {
+	z := commandCalls(t, n)["zadd"]
+	if err := Admin(t, n).ConfigResetStat(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Admin(t, n).ConfigResetStat(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_zadd:calls="); ok {
-			calls, _, _ := strings.Cut(rest, ",")
-			n, err := strconv.Atoi(calls)
-			if err != nil {
-				t.Fatalf("INFO commandstats: %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	return 0
+	return z
 }
 
 func TestGateByTicket(t *testing.T) {

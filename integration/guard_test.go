@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,25 +133,11 @@ func TestGuardWithoutInfoPermission(t *testing.T) {
 	waitEmpty(t, nodes, key, 30*time.Second)
 }
 
-// infoRefusals is how many INFO calls node n refused (its rejected_calls
-// in INFO commandstats: an ACL denial is one).
+// infoRefusals is how many INFO calls node n refused (an ACL denial is a
+// rejected call).
 func infoRefusals(t *testing.T, n *Node) int {
 	t.Helper()
-	info, err := Admin(t, n).Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(info, "cmdstat_info:")
-	if !ok {
-		return 0
-	}
-	_, rest, _ = strings.Cut(rest, "rejected_calls=")
-	count, _, _ := strings.Cut(rest, ",")
-	r, err := strconv.Atoi(count)
-	if err != nil {
-		t.Fatalf("INFO commandstats: cmdstat_info %q: %v", rest, err)
-	}
-	return r
+	return commandStat(t, Admin(t, n), "rejected_calls")["info"]
 }
 
 // TestGuardInfoRevokedMidLife: a node that answered INFO before is asked

@@ -23,20 +23,32 @@ import (
 // stats were last reset (INFO commandstats).
 func commandCalls(t *testing.T, n *Node) map[string]int {
 	t.Helper()
-	info, err := Admin(t, n).Info(t.Context(), "commandstats").Result()
+	return commandStat(t, Admin(t, n), "calls")
+}
+
+// commandStat reads one field of INFO commandstats (calls, rejected_calls,
+// failed_calls) for every command the server behind admin has seen.
+func commandStat(t testing.TB, admin *redis.Client, field string) map[string]int {
+	t.Helper()
+	info, err := admin.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := map[string]int{}
+	stat := map[string]int{}
 	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
 			continue
 		}
-		count, _, _ := strings.Cut(rest, ",")
-		calls[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(count)
+		for kv := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, field+"="); ok {
+				if stat[strings.TrimPrefix(name, "cmdstat_")], err = strconv.Atoi(v); err != nil {
+					t.Fatalf("INFO commandstats: %q: %v", line, err)
+				}
+			}
+		}
 	}
-	return calls
+	return stat
 }
 
 // TestUncontendedAcquireIsOneSet: with default options, an uncontended

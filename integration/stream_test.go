@@ -37,20 +37,10 @@ func infoField(t *testing.T, admin *redis.Client, section, field string) int64 {
 	return 0
 }
 
-// calls reads how many times n ran cmd (INFO commandstats).
+// calls reads how many times the server behind admin ran cmd.
 func calls(t *testing.T, admin *redis.Client, cmd string) int64 {
 	t.Helper()
-	info, err := admin.Info(t.Context(), "commandstats").Result()
-	require.NoError(t, err)
-	for line := range strings.SplitSeq(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-			v, _, _ := strings.Cut(rest, ",")
-			n, err := strconv.ParseInt(v, 10, 64)
-			require.NoError(t, err, line)
-			return n
-		}
-	}
-	return 0
+	return int64(commandStat(t, admin, "calls")[cmd])
 }
 
 // waitInFanOut waits until n goroutines are waiting in the library's
