@@ -12,11 +12,20 @@ import (
 
 // contended is one contender in the contention measure: Workers
 // goroutines (4 when 0). Shared: they share one instance (one process);
-// otherwise each has its own (one process each).
+// otherwise each has its own (one process each). Each holding lasts Hold
+// (contentionHold when 0).
 type contended struct {
 	contender
 	Shared  bool
 	Workers int
+	Hold    time.Duration
+}
+
+func (c contended) hold() time.Duration {
+	if c.Hold == 0 {
+		return contentionHold
+	}
+	return c.Hold
 }
 
 func (c contended) workers() int {
@@ -74,7 +83,7 @@ func contend(ctx context.Context, e *env, c contended, key string, d time.Durati
 	if err != nil {
 		return handoffRound{}, err
 	}
-	r := &contention{key: key, lastHolder: -1, deadline: time.Now().Add(d)}
+	r := &contention{key: key, hold: c.hold(), lastHolder: -1, deadline: time.Now().Add(d)}
 	var wg sync.WaitGroup
 	for g, in := range insts {
 		wg.Go(func() { r.work(ctx, g, in) })
@@ -114,6 +123,7 @@ func contenders(ctx context.Context, e *env, c contended, key string, failed *at
 // record it.
 type contention struct {
 	key      string
+	hold     time.Duration
 	deadline time.Time
 
 	mu          sync.Mutex
@@ -131,7 +141,7 @@ type contention struct {
 // measure (-contention-hold; 1 ms in the published figures).
 var contentionHold = time.Millisecond
 
-// work is goroutine g: lock, hold contentionHold, unlock, until the
+// work is goroutine g: lock, hold r.hold, unlock, until the
 // deadline or a failure.
 func (r *contention) work(ctx context.Context, g int, in instance) {
 	for ctx.Err() == nil {
@@ -151,7 +161,7 @@ func (r *contention) work(ctx context.Context, g int, in instance) {
 			_ = unlock(context.Background())
 			return
 		}
-		time.Sleep(contentionHold)
+		time.Sleep(r.hold)
 		r.mu.Lock()
 		r.unlockStart = time.Now()
 		r.mu.Unlock()

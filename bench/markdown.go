@@ -108,6 +108,10 @@ func (r *results) targetsLoad(p func(format string, args ...any)) {
 			p("| nodes %v ms away: Lock p99 − the bare fan-out's Lock p99 in the same rounds (%s) | ≤ 1 ms | %s | %s | %s |\n", r.WAN.Latencies, fmtDur(wb.LockP99),
 				fmtSigned(wrl.LockP99-wb.LockP99), fmtSigned(wrs.LockP99-wb.LockP99), verdict(wrl.LockP99-wb.LockP99 <= time.Millisecond))
 		}
+		if h, ok := row(r.WAN.Handoff, func(h handoffRow) string { return h.Name }, "redlock, 5 nodes, 4 processes"); ok {
+			p("| nodes %v ms away, %s holdings, 4 processes: hand-off gap p50 − the third-fastest node's round trip p50 (%s): one round | ≤ 1 ms | %s | | %s |\n", r.WAN.Latencies, fmtDur(r.WAN.HandoffHold), fmtDur(r.WAN.ThirdP50),
+				fmtSigned(h.GapP50-r.WAN.ThirdP50), verdict(h.GapP50-r.WAN.ThirdP50 <= time.Millisecond))
+		}
 	}
 }
 
@@ -241,6 +245,20 @@ func (r *results) wanSection(p func(format string, args ...any), chartDir string
 		for _, x := range w.Rows {
 			p("| %s | %d | %s | %s | %s | %s |\n", x.Name, x.Cycles, fmtDur(x.LockP50), fmtDur(x.LockP99), fmtDur(x.UnlockP50), fmtDur(x.UnlockP99))
 		}
+		r.wanHandoffTable(p)
+	}
+}
+
+// wanHandoffTable is section 6's hand-off at WAN distances.
+func (r *results) wanHandoffTable(p func(format string, args ...any)) {
+	w := r.WAN
+	if len(w.Handoff) == 0 {
+		return
+	}
+	p("\nThe hand-off at these distances: 4 goroutines contend for one key through the same proxies, as in section 3 (4 processes, or 4 goroutines of one Client), each holding it %s, longer than a majority's round trip, so that the waiters are asleep between their tries when the holder releases; %d rounds of %s per contender, interleaved. Between processes a hand-off is two rounds in series: the release, whose notices wake the first waiter, then that waiter's attempt. Between Lock calls of one Client it is one: the Unlock sends the next waiter's attempt in the release's batch (docs/design.md, \"The hand-over inside one Client\"). So the first row's gap is about two of a majority's round trips, the second's about one: what a hand-off in one round between processes would bring where the network, not the CPU, is what a hand-off waits for.\n\n", fmtDur(w.HandoffHold), w.HandoffRounds, fmtDur(w.HandoffFor))
+	p("| contender | acquisitions/s | gap p50 | gap p99 | gap p50 ÷ the third-fastest node's round trip p50 (%s) | attempts/acquisition | in order | Lock p99 |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n", fmtDur(w.ThirdP50))
+	for _, h := range w.Handoff {
+		p("| %s | %.0f | %s | %s | %.2f× | %.2f | %.1f%% | %s |\n", h.Name, h.PerSec, fmtDur(h.GapP50), fmtDur(h.GapP99), float64(h.GapP50)/float64(w.ThirdP50), h.Attempts, 100*h.InOrder, fmtDur(h.LockP99))
 	}
 }
 

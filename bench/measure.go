@@ -18,6 +18,7 @@ import (
 type env struct {
 	nodes []*redisproc.Server // the lock nodes: node i is the same server for every contender
 	base  *redisproc.Server   // the single-node baselines' own server
+	via   []string            // when set, lock node i is reached at via[i] (a proxy in front of it)
 }
 
 // addrs returns the servers contender c locks on: the baseline server for
@@ -29,6 +30,9 @@ func (e *env) addrs(c contender) []string {
 	a := make([]string, c.Nodes)
 	for i := range a {
 		a[i] = e.nodes[i].Addr
+		if i < len(e.via) {
+			a[i] = e.via[i]
+		}
 	}
 	return a
 }

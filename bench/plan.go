@@ -138,8 +138,8 @@ func (c config) wan(ctx context.Context, e *env, res *results) error {
 		return nil
 	}
 	wan := c.keep([]contender{redsyncContender(5, false), bareContender(5), redlockContender(5, "")})
-	logf("6/8 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles", len(wan), wanLatencies, c.wanRounds, c.wanCycles)
-	w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles)
+	logf("6/8 WAN: %d contenders behind proxies adding %v ms × %d rounds × %d cycles, then 2 hand-off contenders × %d rounds × %s", len(wan), wanLatencies, c.wanRounds, c.wanCycles, c.wanRounds, c.cont)
+	w, err := measureWAN(ctx, e, wan, c.wanRounds, c.wanCycles, c.cont)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,36 @@ type wanResult struct {
 	// A PING straight to a node (no proxy), back to back and after a
 	// 100 ms pause, p50: what waking idle cores costs this machine.
 	WarmP50, PausedP50 time.Duration
+	// The hand-off at these distances (wanHandoff): rounds of For per
+	// contender, each holding Hold.
+	Handoff                 []handoffRow
+	HandoffHold, HandoffFor time.Duration
+	HandoffRounds           int
+}
+
+// wanHold is how long each holder holds the key in the WAN hand-off: longer
+// than a majority's round trip (the third-fastest node's, about 5 ms), so
+// that the waiters are asleep between their tries when the holder
+// releases, as they are when the work outlasts the network.
+const wanHold = 30 * time.Millisecond
+
+// wanHandoff is the contention measure (section 3's) through the proxies:
+// a hand-off between processes is two rounds there (the release, whose
+// notices wake the first waiter, then its attempt), one between Lock calls
+// of one Client (the hand-over sends the attempt in the release's batch).
+func wanHandoff(ctx context.Context, e *env, addrs []string, rounds int, d time.Duration, res *wanResult) error {
+	cs := []contended{
+		{contender: redlockContender(5, ""), Hold: wanHold},
+		{contender: redlockContender(5, ""), Hold: wanHold, Shared: true},
+	}
+	via := *e
+	via.via = addrs
+	ho, err := measureContention(ctx, &via, cs, rounds, d)
+	if err != nil {
+		return err
+	}
+	res.Handoff, res.HandoffHold, res.HandoffFor, res.HandoffRounds = summarizeHandoff(cs, ho), wanHold, d, rounds
+	return nil
 }
 
 // proxies puts an in-process toxiproxy in front of each lock node, with
@@ -76,8 +106,9 @@ func proxies(e *env, ms []int) ([]string, func(), error) {
 
 // measureWAN runs every contender on 5 nodes behind proxies with
 // wanLatencies: rounds × cycles Lock+Unlock cycles on fresh keys,
-// interleaved, timing Lock and Unlock apart.
-func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int) (wanResult, error) {
+// interleaved, timing Lock and Unlock apart; then redlock's hand-off
+// there, rounds of handoffFor per contender (wanHandoff).
+func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int, handoffFor time.Duration) (wanResult, error) {
 	res := wanResult{Latencies: wanLatencies, Cycles: cycles, Rounds: rounds}
 	addrs, stop, err := proxies(e, wanLatencies)
 	if err != nil {
@@ -105,19 +136,16 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int)
 		}
 		for i, in := range insts {
 			for j := range cycles {
-				start := time.Now()
-				unlock, err := in.lock(ctx, fmt.Sprintf("bench:wan:%d:%d:%d", i, r, j))
+				l, u, err := wanCycle(ctx, in, fmt.Sprintf("bench:wan:%d:%d:%d", i, r, j))
 				if err != nil {
 					return res, fmt.Errorf("%s: %w", cs[i].Name, err)
 				}
-				locked := time.Now()
-				if err := unlock(ctx); err != nil {
-					return res, fmt.Errorf("%s: unlock: %w", cs[i].Name, err)
-				}
-				locks[i] = append(locks[i], locked.Sub(start))
-				unlocks[i] = append(unlocks[i], time.Since(locked))
+				locks[i], unlocks[i] = append(locks[i], l), append(unlocks[i], u)
 			}
 		}
+	}
+	if err := wanHandoff(ctx, e, addrs, rounds, handoffFor, &res); err != nil {
+		return res, fmt.Errorf("hand-off: %w", err)
 	}
 	if err := e.released(ctx); err != nil {
 		return res, err
@@ -135,6 +163,20 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int)
 	res.ThirdP50, res.ThirdP99 = third(res.NodeP50), third(res.NodeP99)
 	res.WarmP50, res.PausedP50, err = wakeCost(ctx, e.nodes[0].Addr)
 	return res, err
+}
+
+// wanCycle locks key and unlocks it, and times the two apart.
+func wanCycle(ctx context.Context, in instance, key string) (lock, unlock time.Duration, err error) {
+	start := time.Now()
+	release, err := in.lock(ctx, key)
+	if err != nil {
+		return 0, 0, err
+	}
+	locked := time.Now()
+	if err := release(ctx); err != nil {
+		return 0, 0, fmt.Errorf("unlock: %w", err)
+	}
+	return locked.Sub(start), time.Since(locked), nil
 }
 
 // wakeCost times 20 PINGs to addr back to back, then 20 each after a
