@@ -246,6 +246,20 @@ func (r *results) wanSection(p func(format string, args ...any), chartDir string
 			p("| %s | %d | %s | %s | %s | %s |\n", x.Name, x.Cycles, fmtDur(x.LockP50), fmtDur(x.LockP99), fmtDur(x.UnlockP50), fmtDur(x.UnlockP99))
 		}
 		r.wanHandoffTable(p)
+		r.wanSharedTable(p)
+	}
+}
+
+// wanSharedTable is section 6's concurrent Locks at WAN distances.
+func (r *results) wanSharedTable(p func(format string, args ...any)) {
+	w := r.WAN
+	if len(w.Shared) == 0 {
+		return
+	}
+	p("\nConcurrent Locks at these distances: %d goroutines lock and unlock keys of their own (uncontended) through the same proxies, sharing one Client or with a Client each, %d rounds of %s each, interleaved. A Client sends each node's calls on one connection with one pipeline in flight at a time (internal/nodeio's stream): a call made while that node's last batch is out waits for its reply before it leaves, so a shared Client's Lock can take two of a majority's round trips here (docs/design.md, \"Not done: more than one batch in flight per node\").\n\n", wanGoroutines, w.HandoffRounds, fmtDur(w.HandoffFor))
+	p("| contender | cycles | Lock p50 | Lock p99 | Lock p50 ÷ the third-fastest node's round trip p50 (%s) |\n| --- | --- | --- | --- | --- |\n", fmtDur(w.ThirdP50))
+	for _, x := range w.Shared {
+		p("| %s | %d | %s | %s | %.2f× |\n", x.Name, x.Cycles, fmtDur(x.LockP50), fmtDur(x.LockP99), float64(x.LockP50)/float64(w.ThirdP50))
 	}
 }
 

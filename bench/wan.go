@@ -48,6 +48,9 @@ type wanResult struct {
 	Handoff                 []handoffRow
 	HandoffHold, HandoffFor time.Duration
 	HandoffRounds           int
+	// Concurrent Locks (wanShared): one Client, or one each, rounds of
+	// HandoffFor.
+	Shared []wanSharedRow
 }
 
 // wanHold is how long each holder holds the key in the WAN hand-off: longer
@@ -146,6 +149,9 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int,
 	}
 	if err := wanHandoff(ctx, e, addrs, rounds, handoffFor, &res); err != nil {
 		return res, fmt.Errorf("hand-off: %w", err)
+	}
+	if err := wanShared(ctx, addrs, rounds, handoffFor, &res); err != nil {
+		return res, fmt.Errorf("concurrent Locks: %w", err)
 	}
 	if err := e.released(ctx); err != nil {
 		return res, err
