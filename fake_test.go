@@ -112,6 +112,7 @@ type turn struct {
 	after <-chan struct{}
 	done  chan struct{}
 	lag   time.Duration
+	run   func() // if set, called as the call runs on the node
 }
 
 // startPaused runs the call as start does, in its turn, and holds its
@@ -175,6 +176,9 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 		return wire.Result{Err: c.NotSent()}
 	}
 	time.Sleep(t.lag) // sent: it runs, whatever becomes of its caller
+	if t.run != nil {
+		t.run()
+	}
 	n.mu.Lock()
 	amnesia, variant, overwrites := n.amnesia, n.variant, n.plainOverwrites
 	n.mu.Unlock()

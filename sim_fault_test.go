@@ -92,10 +92,65 @@ func (q *simQuits) starting(o *wire.Op) {
 	})
 }
 
-// simLast is a link's last call, for the next to follow.
+// simLast is a link's last call, for the next to follow. With
+// -sim.perkey (rng set), a call follows only the last call of each of its
+// keys (byKey), and travels up to 1 ms more than the link's lag: calls on
+// different keys can overtake each other, as on two connections.
 type simLast struct {
-	mu   sync.Mutex
-	done chan struct{}
+	mu     sync.Mutex
+	done   chan struct{}
+	rng    *rand.Rand
+	byKey  map[string]chan struct{}
+	made   int64 // calls made on the link
+	maxRan int64 // the latest made of those run
+}
+
+// simOvertakes counts, with -sim.perkey, the calls the links ran, and
+// those that ran after a call made later on their link had run: what
+// order per key lets happen that order per node did not.
+var simOvertakes, simLinkCalls atomic.Int64
+
+// counted numbers a call as made, and returns what to call as it runs,
+// which counts it, as overtaken when a call made after it on the link ran
+// first. Callers hold l.mu.
+func (l *simLast) counted() func() {
+	l.made++
+	seq := l.made
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		simLinkCalls.Add(1)
+		if l.maxRan > seq {
+			simOvertakes.Add(1)
+		}
+		l.maxRan = max(l.maxRan, seq)
+	}
+}
+
+// afterKeys returns what a call of o waits for, the last calls of its
+// keys, and makes it (done) their last. Callers hold l.mu.
+func (l *simLast) afterKeys(o *wire.Op, done chan struct{}) <-chan struct{} {
+	var prev []chan struct{}
+	for _, k := range append([]string{o.Key}, o.Keys...) {
+		if p := l.byKey[k]; p != nil && p != done && !slices.Contains(prev, p) { // (a set's Key is in its Keys)
+			prev = append(prev, p)
+		}
+		l.byKey[k] = done
+	}
+	switch len(prev) {
+	case 0:
+		return nil
+	case 1:
+		return prev[0]
+	}
+	all := make(chan struct{})
+	go func() {
+		for _, p := range prev {
+			<-p
+		}
+		close(all)
+	}()
+	return all
 }
 
 func (n simLink) Start(c nodeio.Call) {
@@ -106,7 +161,13 @@ func (n simLink) Start(c nodeio.Call) {
 	}
 	n.last.mu.Lock()
 	t := turn{after: n.last.done, done: make(chan struct{}), lag: time.Duration(n.lag.Load())}
-	n.last.done = t.done
+	if n.last.rng != nil { // order per key (-sim.perkey)
+		t.after = n.last.afterKeys(c.Op, t.done)
+		t.lag += time.Duration(n.last.rng.Int64N(int64(time.Millisecond)))
+		t.run = n.last.counted()
+	} else {
+		n.last.done = t.done
+	}
 	n.last.mu.Unlock()
 	n.startPaused(c, time.Duration(n.pause.Load()), t)
 }

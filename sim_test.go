@@ -27,10 +27,11 @@ import (
 // schedule; the library's own randomness (tokens, jitter) and goroutine
 // interleavings can still differ between runs of one seed.
 var (
-	simSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSimulation runs (default 100, 20 under -race; make test runs 1000)")
-	simFirst = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
-	simSeed  = flag.Uint64("sim.seed", 0, "run only this seed, with its history (-v)")
-	simTrace = flag.Bool("sim.trace", false, "log every round of every seed (a failure shows the rounds before it)")
+	simSeeds  = flag.Int("sim.seeds", 0, "how many seeds TestSimulation runs (default 100, 20 under -race; make test runs 1000)")
+	simFirst  = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
+	simSeed   = flag.Uint64("sim.seed", 0, "run only this seed, with its history (-v)")
+	simPerKey = flag.Bool("sim.perkey", false, "links keep each key's calls in order, not each node's, as a stream with several connections would")
+	simTrace  = flag.Bool("sim.trace", false, "log every round of every seed (a failure shows the rounds before it)")
 )
 
 // TestSimulation runs the simulator's seeds, in as many parallel shards as
@@ -71,7 +72,12 @@ func TestSimulation(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() { t.Logf("%d seeds in %v", n, time.Since(start).Round(time.Millisecond)) })
+	t.Cleanup(func() {
+		t.Logf("%d seeds in %v", n, time.Since(start).Round(time.Millisecond))
+		if *simPerKey {
+			t.Logf("order per key: %d of %d calls the links ran were overtaken by a call made after them on their link", simOvertakes.Load(), simLinkCalls.Load())
+		}
+	})
 }
 
 // simRun is one seed's run: its setup, and what happened.
@@ -316,7 +322,11 @@ func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 	s.quits = append(s.quits, quits)
 	for j, f := range s.nodes {
 		lags[j] = &atomic.Int64{}
-		nodes[j] = simLink{f, cut, pause, lags[j], &simLast{}, quits}
+		last := &simLast{}
+		if *simPerKey {
+			last.rng, last.byKey = rand.New(rand.NewPCG(s.seed, uint64(0x1a9e+100*i+j))), map[string]chan struct{}{}
+		}
+		nodes[j] = simLink{f, cut, pause, lags[j], last, quits}
 	}
 	s.lags = append(s.lags, lags)
 	c, err := newClient(nodes, []Option{WithTTL(s.ttl), WithObserver(s.observe(fmt.Sprint("c", i)))})
