@@ -217,3 +217,66 @@ func TestStreamGivesUpAtDeadline(t *testing.T) {
 	defer cancel()
 	require.NoError(t, c.Close(ctx), "a writer stayed stuck on the frozen node")
 }
+
+// TestLanesKeepEachKeysOrder: while a batch is out on a node (its replies
+// held back 4 s), a call on another key leaves on another lane
+// of the node's stream and runs on the node, where with one pipeline in
+// flight per node it waited for the batch's replies; and a call on the
+// key of the batch out waits for that batch, as one lock's calls must
+// (internal/nodeio/stream.go).
+func TestLanesKeepEachKeysOrder(t *testing.T) {
+	nodes := StartNodes(t, 1)
+	proxies := ProxyNodes(t, nodes)
+	rcs := Clients(t, Reach(proxies), readmeNodes)
+	c := newClient(t, rcs, redlock.WithAnyNodeCount(), redlock.WithTTL(10*time.Minute))
+	warm(t, c)
+	// Connections that have had their handshake, idle in the pool, for the
+	// second lane: one first used later would wait for its handshake's
+	// reply, 4 s.
+	var conns []*redis.Conn
+	for range 3 {
+		conn := rcs[0].(*redis.Client).Conn()
+		require.NoError(t, conn.Ping(t.Context()).Err())
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		require.NoError(t, conn.Close())
+	}
+	admin := Admin(t, nodes[0])
+	a, b := UniqueKey(t, nodes), UniqueKey(t, nodes)
+	exists := func(key string) func() bool {
+		return func() bool { return admin.Exists(t.Context(), RedisKey(key)).Val() == 1 }
+	}
+	acquires := func() int { n := commandCalls(t, nodes[0]); return n["set"] + n["evalsha"] + n["eval"] }
+	proxies[0].Latency(t, 4000, 0) // every reply 4 s late
+	type result struct {
+		l   *redlock.Lock
+		err error
+	}
+	try := func(key string) chan result {
+		r := make(chan result, 1)
+		go func() {
+			l, err := c.TryLock(context.Background(), key)
+			r <- result{l, err}
+		}()
+		return r
+	}
+	first := try(a)
+	waitUntil(t, 10*time.Second, "the node to run a's acquire", exists(a))
+	before := acquires()
+	second, other := try(a), try(b)
+	waitUntil(t, 10*time.Second, "b's acquire to run", exists(b))
+	select {
+	case <-first:
+		t.Fatal("b's acquire ran only once a's batch was back: one batch out at a time")
+	default:
+	}
+	require.Equal(t, 1, acquires()-before, "a's second acquire ran while a's first was out: the key's order is lost")
+	r1, r2, rb := <-first, <-second, <-other
+	require.NoError(t, r1.err)
+	require.NoError(t, rb.err)
+	require.ErrorIs(t, r2.err, redlock.ErrNotObtained, "a is held by the first")
+	require.NoError(t, r1.l.Unlock(t.Context()))
+	require.NoError(t, rb.l.Unlock(t.Context()))
+	waitEmpty(t, nodes, a, 10*time.Second)
+}
