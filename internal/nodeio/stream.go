@@ -133,7 +133,7 @@ func (s *stream) enqueue(calls ...Call) {
 	switch {
 	case !s.first:
 		s.first, start = true, func() { s.write(true) }
-	case s.firstSent.IsZero() || s.maxLanes == 1: // the first lane takes the calls
+	case s.firstSent.IsZero(): // the first lane takes the calls
 	case s.idleMore == 0 && s.lanes < s.maxLanes:
 		start = func() { s.write(false) } // it sends once the batches out have been out laneAfter
 	case s.moreArmed: // it wakes another lane, if the first's batch is out that long
