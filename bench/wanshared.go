@@ -21,11 +21,10 @@ type wanSharedRow struct {
 
 // wanShared has wanGoroutines goroutines lock and unlock fresh keys
 // through the proxies at addrs for d, sharing one redlock Client, then
-// with a Client each, rounds times interleaved. A shared Client's call
-// made while its node's batch is out waits for that batch 1 ms before
-// another lane of the node's stream sends it (internal/nodeio's stream;
-// with one batch out at a time, it waited for the batch's round trip):
-// the difference between the two rows.
+// with a Client each, rounds times interleaved. A Client has one pipeline
+// in flight per node (internal/nodeio's stream), so a shared Client's call
+// made while a batch is out waits for that batch's round trip: the
+// difference between the two rows.
 func wanShared(ctx context.Context, addrs []string, rounds int, d time.Duration, res *wanResult) error {
 	names := []string{fmt.Sprintf("redlock, 5 nodes, %d goroutines of one Client", wanGoroutines),
 		fmt.Sprintf("redlock, 5 nodes, %d goroutines with a Client each", wanGoroutines)}
