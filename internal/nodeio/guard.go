@@ -16,23 +16,23 @@ import (
 // part of it: the run_id of the server at the other end, learnt once per
 // connection.
 
-// prepare readies the lane for a batch. A lane of a *redis.Client's
-// stream (a standalone or Sentinel node, or a Cluster's shard) sends on a
-// connection of its own (see streamConnAge), on which it learns the
-// server's run_id once, before the first acquire it carries; any other
-// client's sends through the client. connErr: no connection could be had, and nothing is sent;
+// prepare readies the stream for a batch. The stream of a *redis.Client (a
+// standalone or Sentinel node, or a Cluster's shard) sends on a connection
+// of its own (see streamConnAge), on which it learns the server's run_id
+// once, before the first acquire it carries; any other client's sends
+// through the client. connErr: no connection could be had, and nothing is sent;
 // guardErr: the restart guard cannot work on this node, and acquires are
 // not sent.
-func (l *lane) prepare(ctx context.Context, batch []Call) (connErr, guardErr error) {
-	cl, ok := l.s.client.(*redis.Client)
+func (s *stream) prepare(ctx context.Context, batch []Call) (connErr, guardErr error) {
+	cl, ok := s.client.(*redis.Client)
 	if !ok {
 		return nil, nil
 	}
-	if l.conn != nil && time.Since(l.connAt) >= streamConnAge {
-		l.hangUp()
+	if s.conn != nil && time.Since(s.connAt) >= streamConnAge {
+		s.hangUp()
 	}
-	if l.conn == nil {
-		if !l.s.dialed.Load() {
+	if s.conn == nil {
+		if !s.dialed {
 			// Once, a round trip on the pool first: it dials when the pool
 			// has no idle connection, and hands the connection back, which
 			// go-redis notes, so that the connection taken next (the pool's
@@ -42,29 +42,29 @@ func (l *lane) prepare(ctx context.Context, batch []Call) (connErr, guardErr err
 			if err := cl.Process(ctx, noRetry{ping}); err != nil {
 				return err, nil
 			}
-			l.s.dialed.Store(true)
+			s.dialed = true
 		}
-		l.conn, l.connAt = cl.Conn(), time.Now()
-		l.pipe = l.conn.Pipeline()
+		s.conn, s.connAt = cl.Conn(), time.Now()
+		s.pipe = s.conn.Pipeline()
 	}
-	if !l.s.guard || l.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.IsAcquire(c.Op.Kind) }) {
+	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.IsAcquire(c.Op.Kind) }) {
 		return nil, nil
 	}
-	if l.s.infoWorks.Load() {
+	if s.infoWorks {
 		// The node has answered INFO before: ask it again in the batch's
 		// own pipeline, ahead of the acquires, at no extra round trip
 		// (send checks the answer).
-		l.info = redis.NewStringCmd(ctx, "info", "server")
+		s.info = redis.NewStringCmd(ctx, "info", "server")
 		return nil, nil
 	}
 	// The first time, INFO goes alone, so that a node that refuses it is
 	// sent no acquire at all.
-	info, err := l.conn.Info(ctx, "server").Result()
+	info, err := s.conn.Info(ctx, "server").Result()
 	if err != nil && !wire.IsReply(err) {
-		l.hangUp()
+		s.hangUp()
 		return err, nil
 	}
-	if guardErr := l.learnRunID(info, err); guardErr != nil {
+	if guardErr := s.learnRunID(info, err); guardErr != nil {
 		return nil, guardErr
 	}
 	return nil, nil
@@ -72,18 +72,17 @@ func (l *lane) prepare(ctx context.Context, batch []Call) (connErr, guardErr err
 
 // learnRunID takes the run_id from an INFO server reply (or its error),
 // and returns the restart guard's error when there is none to take.
-func (l *lane) learnRunID(info string, err error) error {
+func (s *stream) learnRunID(info string, err error) error {
 	if err != nil {
-		l.s.infoWorks.Store(false)
+		s.infoWorks = false
 		return fmt.Errorf("NOGUARD redlock: the restart guard needs INFO server, and this node refused it: %w", err)
 	}
 	id, ok := runID(info)
 	if !ok {
-		l.s.infoWorks.Store(false)
+		s.infoWorks = false
 		return errors.New("NOGUARD redlock: the restart guard needs the node's run_id, and INFO server reports none")
 	}
-	l.runID = id
-	l.s.infoWorks.Store(true)
+	s.runID, s.infoWorks = id, true
 	return nil
 }
 
@@ -93,18 +92,18 @@ func (l *lane) learnRunID(info string, err error) error {
 // the same connection, and they answer with the guard's error. A
 // take-back wakes the key's next waiter (with the acquire's Wake), as
 // every take-back of a failed attempt does.
-func (l *lane) checkInfo(ctx context.Context, batch []Call) {
-	info := l.info
-	l.info = nil
+func (s *stream) checkInfo(ctx context.Context, batch []Call) {
+	info := s.info
+	s.info = nil
 	if info == nil || (info.Err() != nil && !wire.IsReply(info.Err())) {
 		return // the connection failed: so did every command of the batch
 	}
-	guardErr := l.learnRunID(info.Val(), info.Err())
+	guardErr := s.learnRunID(info.Val(), info.Err())
 	if guardErr == nil {
 		return
 	}
 	for j, c := range batch {
-		cmd := l.cmds[j]
+		cmd := s.cmds[j]
 		if cmd == nil || !wire.IsAcquire(c.Op.Kind) {
 			continue
 		}
@@ -112,10 +111,10 @@ func (l *lane) checkInfo(ctx context.Context, batch []Call) {
 			back := wire.NewOp(wire.OpRelease, c.Op.Key, c.Op.Token, "", 0)
 			back.Keys, back.Mode, back.Wake = c.Op.Keys, c.Op.Mode, c.Op.Wake
 			back.Encode()
-			_ = l.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(l.s.index)...)})
+			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(s.index)...)})
 		}
-		l.cmds[j] = redis.NewCmd(ctx)
-		l.cmds[j].SetErr(guardErr)
+		s.cmds[j] = redis.NewCmd(ctx)
+		s.cmds[j].SetErr(guardErr)
 	}
 }
 

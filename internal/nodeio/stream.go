@@ -1,9 +1,10 @@
 package nodeio
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,27 +13,13 @@ import (
 
 // This file is one node's command stream: how a node's ops (internal/wire) leave
 // for the node. The commands that concurrent rounds send to one node leave
-// in pipelined writes, in the order they were queued, and the replies are
-// matched back by position. A writer goroutine (a lane, lane.go) has one
-// pipeline in flight at a time, on a connection of its own; a batch is
-// whatever queued while the lanes were busy, so a lone call leaves at once,
-// with no added delay, and calls that arrive together share one write and
-// one read system call on each side.
-//
-// The first lane sends whatever is queued whenever it has no batch out.
-// Once its batch has been out laneAfter (1 ms: never, on a node nearby
-// and answering), another lane sends what has queued since, up to
-// maxLanes batches out, so that with nodes far away a call waits a
-// millisecond for the batch ahead of it and not its round trip; but none
-// while the oldest batch out is past its calls' deadlines (a node that
-// hangs gets no more calls than it has). Redis keeps one connection's
-// order, not two connections' relative order, so the order kept is each
-// key's: a call leaves only when no call queued before it that shares a
-// key (its Op.Key or one of its Op.Keys) is out on another lane or still
-// queued. One lock's calls share its key, so a release can never overtake
-// that node's acquire, nor a leave its place (docs/design.md, "Node
-// streams"; the simulator's -sim.perkey checks the protocol under that
-// order).
+// in one pipelined write, in the order they were queued, and the replies
+// are matched back by position. One writer goroutine per node has one
+// pipeline in flight at a time; a batch is whatever queued while the
+// previous one was in flight, so a lone call leaves at once, with no added
+// delay, and calls that arrive together share one write and one read system
+// call on each side. Because one node's commands leave in queue order on one
+// connection, a release can never overtake that node's acquire.
 //
 // Nothing is sent twice: every command is marked no-retry (see noRetry),
 // and go-redis does not retry a pipeline that holds one. A call whose
@@ -62,59 +49,48 @@ type stream struct {
 	index  int  // the node's index, for the fenced acquire's residue
 	guard  bool // learn each connection's run_id for the restart guard
 	// ctxTimeout: the client has ContextTimeoutEnabled, so a batch's
-	// context deadline bounds its reads.
+	// context deadline bounds its reads; bctx is that context.
 	ctxTimeout bool
+	bctx       batchContext
 	// redirect, for the stream of a Cluster's shard, is the ClusterClient:
 	// a call the shard answers MOVED or ASK (it did not run it) is sent
 	// again through it, which follows the redirection.
 	redirect *redis.ClusterClient
 	done     <-chan struct{}
 	spawn    func(func()) // the Client's: writers end before Close returns
-	maxLanes int          // how many lanes may have a batch out at once
-
-	// What the lanes know of the node. dialed: a lane has had a
-	// connection, so no more pings first (see prepare). infoWorks: the
-	// node answered INFO server with a run_id before, so a lane asks it
-	// again in the pipeline of the batch that needs it (its own
-	// connection's run_id). scriptsRun: a script of the library ran on a
-	// lane's connection since one was last given back, so plain acquires
-	// go as plain commands; until then, as their Scripted twins, so that a
-	// node that refuses scripts refuses the acquire (and is unusable at
-	// once) rather than grant a lock no script can release.
-	dialed, infoWorks, scriptsRun atomic.Bool
 
 	mu      sync.Mutex
 	queue   []Call
-	lanes   int           // writer goroutines running
-	out     []*lane       // the lanes with a batch out
+	spare   []Call        // the last batch's slice, for reuse
+	running bool          // a writer goroutine exists
 	pruneAt int           // the queue length at which enqueue prunes ended calls
-	wake    chan struct{} // tells the first lane, waiting, that calls are queued
-	// wakeMore tells another waiting lane: it sends only while batches
-	// have been out laneAfter.
-	wakeMore chan struct{}
-	first    bool // the first lane is running (counted in lanes)
-	// firstSent: when the first lane's batch out was taken; zero when it
-	// has none out. idleMore: the other lanes waiting for calls.
-	// moreTimer wakes one of those once the first lane's batch has been
-	// out laneAfter.
-	firstSent time.Time
-	idleMore  int
-	moreTimer *time.Timer
-	moreArmed bool // moreTimer is set for the first lane's batch out
+	wake    chan struct{} // tells a waiting writer that calls are queued
+
+	// The writer's own state.
+	conn   *redis.Conn // the stream's own connection (standalone, Sentinel, a Cluster's shard); nil until needed
+	connAt time.Time   // when conn was taken
+	dialed bool        // the stream has had a connection: no more pings first
+	// infoWorks: the node answered INFO server with a run_id before, so it
+	// is asked again in the pipeline of the batch that needs it (info).
+	infoWorks bool
+	info      *redis.StringCmd
+	pipe      redis.Pipeliner // conn's pipeline, reused
+	runID     string          // the run_id of the server at the other end of conn; "" not known
+	// scriptsRun: a script of the library ran on conn, so plain acquires go
+	// as plain commands; until then, as their Scripted twins, so that a
+	// node that refuses scripts refuses the acquire (and is unusable at
+	// once) rather than grant a lock no script can release.
+	scriptsRun bool
+	cmds       []*redis.Cmd // by position in the batch; nil for a call not sent
 }
 
 func newStream(client redis.UniversalClient, index int) *stream {
-	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), wakeMore: make(chan struct{}, 1), pruneAt: minPrune, maxLanes: 1}
+	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), pruneAt: minPrune}
 	if cl, ok := client.(*redis.Client); ok { // a Cluster's shards are *redis.Client too
 		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
-		s.maxLanes = min(max(cl.Options().PoolSize/4, 1), maxLanes)
 	}
 	return s
 }
-
-// maxLanes bounds a stream's lanes: each holds a connection of the
-// go-redis client's pool, of which the stream takes at most a quarter.
-const maxLanes = 4
 
 // bind ties the stream to its Client: writers end once done is closed and
 // their queue is empty, and spawn runs them (the Client counts them).
@@ -128,56 +104,19 @@ func (s *stream) enqueue(calls ...Call) {
 	s.mu.Lock()
 	ended := s.prune()
 	s.queue = append(s.queue, calls...)
-	var start func()
-	more := false
-	switch {
-	case !s.first:
-		s.first, start = true, func() { s.write(true) }
-	case s.firstSent.IsZero(): // the first lane takes the calls
-	case s.idleMore == 0 && s.lanes < s.maxLanes:
-		start = func() { s.write(false) } // it sends once the batches out have been out laneAfter
-	case s.moreArmed: // it wakes another lane, if the first's batch is out that long
-	default:
-		if wait := laneAfter - time.Since(s.firstSent); wait <= 0 {
-			more = true
-		} else {
-			if s.moreTimer == nil {
-				s.moreTimer = time.AfterFunc(time.Hour, s.wakeMoreLane)
-			}
-			s.moreTimer.Reset(wait)
-			s.moreArmed = true
-		}
-	}
-	if start != nil {
-		s.lanes++
-	}
+	start := !s.running
+	s.running = true
 	s.mu.Unlock()
 	for i := range ended {
 		ended[i].To.Deliver(ended[i].Index, wire.Result{Err: ended[i].NotSent()})
 	}
-	if start != nil {
-		s.spawn(start)
+	if start {
+		s.spawn(s.write)
+		return
 	}
-	signal(s.wake)
-	if more {
-		signal(s.wakeMore)
-	}
-}
-
-// wakeMoreLane is moreTimer's: the first lane's batch has been out
-// laneAfter.
-func (s *stream) wakeMoreLane() {
-	s.mu.Lock()
-	s.moreArmed = false
-	s.mu.Unlock()
-	signal(s.wakeMore)
-}
-
-// signal wakes a lane waiting on w, unless a wake-up is pending already.
-func signal(w chan struct{}) {
 	select {
-	case w <- struct{}{}:
-	default:
+	case s.wake <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 
@@ -210,194 +149,186 @@ func (s *stream) prune() []Call {
 // minPrune is the queue length below which a stream does not prune.
 const minPrune = 64
 
-// write is a writer goroutine, a lane: it sends batches until the stream
-// has been idle for streamIdle, or the Client is closed and nothing is
-// queued.
-func (s *stream) write(first bool) {
-	l := &lane{s: s, first: first}
-	wake := s.wake
-	if !first {
-		wake = s.wakeMore
-	}
-	idle, later := time.NewTimer(streamIdle), time.NewTimer(time.Hour)
+// write is the writer goroutine: it sends batches until the stream has been
+// idle for streamIdle, or the Client is closed and nothing is queued.
+func (s *stream) write() {
+	idle := time.NewTimer(streamIdle)
 	defer idle.Stop()
-	defer later.Stop()
 	for {
-		batch, wait := s.take(l)
-		if batch != nil {
-			l.send(batch)
-			s.finish(l, batch)
+		if batch := s.take(); batch != nil {
+			s.send(batch)
+			s.recycle(batch)
 			idle.Reset(streamIdle)
 			continue
 		}
-		var retry <-chan time.Time
-		if wait > 0 {
-			later.Reset(wait)
-			retry = later.C
-		}
-		s.idleLane(l, 1)
-		var woken bool
 		select {
-		case <-wake:
-			woken = true
-		case <-retry:
-			woken = true
+		case <-s.wake:
+			continue
 		case <-idle.C:
 		case <-s.done:
 		}
-		s.idleLane(l, -1)
-		if woken {
-			continue
-		}
-		l.hangUp() // before quit: a writer started after it has its own
-		if s.quit(l) {
+		s.hangUp() // before quit: a writer started after it owns the stream
+		if s.quit() {
 			return
 		}
 	}
 }
 
-// idleLane counts lane l in (d = 1) or out of (d = −1) the lanes other
-// than the first that wait for calls.
-func (s *stream) idleLane(l *lane, d int) {
-	if l.first {
-		return
-	}
-	s.mu.Lock()
-	s.idleMore += d
-	s.mu.Unlock()
-}
-
-// laneAfter is how long the batches out must have been out before another
-// lane sends: longer than a loopback round trip takes, so that nodes
-// nearby get one batch at a time, as large as the calls made meanwhile,
-// and nodes far away a batch more after a millisecond rather than a round
-// trip.
-const laneAfter = time.Millisecond
-
-// take returns lane l's next batch: every queued call when no other lane
-// has a batch out, else, once the batches out have been out laneAfter, the
-// calls that share no key with them nor with a call queued before them
-// (see the top of this file); but none while the oldest batch out is past
-// its calls' deadlines (a node that hangs gets no more calls than it has,
-// and the calls queued meanwhile are dropped when their deadlines pass, as
-// with one lane). With no batch, wait is how long until the
-// batches out have been out laneAfter (0: nothing to wait for).
-func (s *stream) take(l *lane) (batch []Call, wait time.Duration) {
+// take returns the queued calls, or nil when there are none.
+func (s *stream) take() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.queue) == 0 {
-		return nil, 0
+		return nil
 	}
-	switch {
-	case len(s.out) == 0 && l.first:
-		batch, s.queue, l.spare = s.queue, l.spare[:0], nil
-	case len(s.out) == 0:
-		return nil, 0 // the first lane's, which is awake or about to be
-	default:
-		if l.first {
-			batch = s.takeFree(l.spare[:0])
-			l.spare = nil
-			if len(batch) == 0 {
-				l.spare = batch
-				return nil, 0
-			}
-			break
-		}
-		if time.Now().After(s.out[0].until) {
-			return nil, 0 // the node hangs, likely: no more calls into it
-		}
-		if wait = laneAfter - time.Since(s.out[0].sentAt); wait > 0 {
-			return nil, wait
-		}
-		batch = s.takeFree(l.spare[:0])
-		l.spare = nil
-		if len(batch) == 0 {
-			l.spare = batch
-			return nil, 0
-		}
-	}
-	l.ops, l.sentAt, l.until = l.ops[:0], time.Now(), latestDeadline(batch)
-	if l.first {
-		s.firstSent = l.sentAt
-	}
-	for i := range batch {
-		l.ops = append(l.ops, batch[i].Op)
-	}
-	s.out = append(s.out, l)
-	return batch, 0
-}
-
-// takeFree moves the queued calls that share no key with the batches out
-// nor with a call left queued before them into batch. Callers hold s.mu.
-func (s *stream) takeFree(batch []Call) []Call {
-	busy := map[string]bool{}
-	for _, o := range s.out {
-		for _, op := range o.ops {
-			markKeys(busy, op)
-		}
-	}
-	rest := s.queue[:0]
-	for _, c := range s.queue {
-		if sharesKey(busy, c.Op) {
-			markKeys(busy, c.Op) // the calls after it that share a key wait too
-			rest = append(rest, c)
-			continue
-		}
-		batch = append(batch, c)
-	}
-	clear(s.queue[len(rest):])
-	s.queue = rest
+	batch := s.queue
+	s.queue, s.spare = s.spare[:0], nil
 	return batch
 }
 
-func markKeys(keys map[string]bool, o *wire.Op) {
-	keys[o.Key] = true
-	for _, k := range o.Keys {
-		keys[k] = true
-	}
-}
-
-func sharesKey(keys map[string]bool, o *wire.Op) bool {
-	if keys[o.Key] {
-		return true
-	}
-	for _, k := range o.Keys {
-		if keys[k] {
-			return true
-		}
-	}
-	return false
-}
-
-// finish ends lane l's batch, and keeps its slice for the next.
-func (s *stream) finish(l *lane, batch []Call) {
-	s.mu.Lock()
-	if i := slices.Index(s.out, l); i >= 0 {
-		s.out = slices.Delete(s.out, i, i+1)
-	}
-	if l.first {
-		s.firstSent = time.Time{}
-		if s.moreArmed {
-			s.moreTimer.Stop()
-			s.moreArmed = false
-		}
-	}
-	s.mu.Unlock()
+// recycle keeps a sent batch's slice for the next queue.
+func (s *stream) recycle(batch []Call) {
 	clear(batch)
-	clear(l.ops) // once no other lane reads them (takeFree)
-	l.spare, l.ops = batch[:0], l.ops[:0]
+	s.mu.Lock()
+	s.spare = batch[:0]
+	s.mu.Unlock()
 }
 
 // quit ends the writer unless calls were queued meanwhile.
-func (s *stream) quit(l *lane) bool {
+func (s *stream) quit() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l.first && len(s.queue) > 0 {
+	if len(s.queue) > 0 {
 		return false
 	}
-	s.lanes--
-	if l.first {
-		s.first = false
-	}
+	s.running = false
 	return true
+}
+
+// hangUp gives the stream's connection back to the pool (or drops it, when
+// it failed), so that the next batch starts on a fresh one.
+func (s *stream) hangUp() {
+	if s.conn != nil {
+		_ = s.conn.Close()
+	}
+	s.conn, s.pipe, s.runID, s.scriptsRun = nil, nil, "", false
+}
+
+// send sends one batch as one pipeline and delivers every call's result.
+func (s *stream) send(batch []Call) {
+	// Each call's own deadline was checked; go-redis's timeouts bound the
+	// I/O, or, for a client with ContextTimeoutEnabled, the batch's latest
+	// deadline: a node that stops answering then holds the stream no
+	// longer than its calls would wait.
+	ctx := context.Background()
+	if s.ctxTimeout {
+		s.bctx.begin(latestDeadline(batch))
+		defer s.bctx.end()
+		ctx = &s.bctx
+	}
+	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
+	defer clear(s.cmds)
+	s.makeCmds(ctx, batch)
+	s.run(ctx)
+	s.checkInfo(ctx, batch)
+	s.evalMissing(ctx, batch)
+	s.redirectMoved(ctx, batch)
+	broken := false
+	for j, c := range batch {
+		cmd := s.cmds[j]
+		if cmd == nil {
+			continue
+		}
+		switch err := cmd.Err(); {
+		case err != nil && !wire.IsReply(err):
+			broken = true
+		case c.Op.Kind != wire.OpAcquirePlain && (err == nil || errors.Is(err, redis.Nil)):
+			s.scriptsRun = true
+		}
+		res := wire.Decode(c.Op.Kind, cmd)
+		if wire.IsAcquire(c.Op.Kind) {
+			res.RunID = s.runID
+		}
+		c.To.Deliver(c.Index, res)
+	}
+	if broken && s.conn != nil {
+		s.hangUp() // the next batch dials afresh and asks the run_id again
+	}
+}
+
+// makeCmds makes the command of each call of the batch that is to be
+// sent, in s.cmds, and answers the others at once: calls that ended, and
+// every call when no connection could be had (or every acquire, when the
+// restart guard cannot work on the node).
+func (s *stream) makeCmds(ctx context.Context, batch []Call) {
+	connErr, guardErr := s.prepare(ctx, batch)
+	now := time.Now()
+	for j := range batch {
+		c := &batch[j]
+		var err error
+		switch {
+		case c.EndedAt(now):
+			err = c.NotSent()
+		case connErr != nil:
+			err = connErr
+		case guardErr != nil && wire.IsAcquire(c.Op.Kind):
+			err = guardErr // not sent: the node cannot be guarded
+		}
+		if err != nil {
+			c.To.Deliver(c.Index, wire.Result{Err: err})
+			continue
+		}
+		if !s.scriptsRun {
+			c.Op = c.Op.Scripted()
+		}
+		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
+	}
+}
+
+// latestDeadline is the latest of the batch's calls' deadlines.
+func latestDeadline(batch []Call) time.Time {
+	var latest time.Time
+	for i := range batch {
+		if batch[i].Deadline.After(latest) {
+			latest = batch[i].Deadline
+		}
+	}
+	return latest
+}
+
+// run sends the commands of s.cmds: a lone one as a plain command (the same
+// bytes on the wire; go-redis's pipeline costs it 3 allocations more),
+// several as one pipeline.
+func (s *stream) run(ctx context.Context) {
+	var lone *redis.Cmd
+	n := 0
+	for _, cmd := range s.cmds {
+		if cmd != nil {
+			lone = cmd
+			n++
+		}
+	}
+	if n == 0 {
+		s.info = nil // nothing to send; asked again with the next acquire
+	}
+	switch {
+	case n == 1 && s.info == nil && s.conn != nil:
+		_ = s.conn.Process(ctx, noRetry{lone})
+	case n == 1 && s.info == nil:
+		_ = s.client.Process(ctx, noRetry{lone})
+	case n > 0:
+		pipe := s.pipe
+		if s.conn == nil {
+			pipe = s.client.Pipeline()
+		}
+		if s.info != nil {
+			_ = pipe.Process(ctx, s.info)
+		}
+		for _, cmd := range s.cmds {
+			if cmd != nil {
+				_ = pipe.Process(ctx, noRetry{cmd})
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+	}
 }
