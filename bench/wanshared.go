@@ -38,7 +38,6 @@ func wanShared(ctx context.Context, addrs []string, rounds int, d time.Duration,
 			locks[v] = append(locks[v], ls...)
 		}
 	}
-	res.Shared = nil
 	for v, name := range names {
 		s := sorted(locks[v])
 		res.Shared = append(res.Shared, wanSharedRow{Name: name, Cycles: len(s), LockP50: pct(s, 0.5), LockP99: pct(s, 0.99)})
@@ -48,13 +47,12 @@ func wanShared(ctx context.Context, addrs []string, rounds int, d time.Duration,
 
 // wanConcurrent is one round of wanShared: the Lock times of every cycle.
 func wanConcurrent(ctx context.Context, addrs []string, shared bool, d time.Duration, prefix string) ([]time.Duration, error) {
-	insts := make([]instance, wanGoroutines)
-	defer func() { closeAll(insts) }()
+	insts := make([]instance, wanGoroutines) // goroutine g locks through insts[g % len(insts)]
+	if shared {
+		insts = insts[:1]
+	}
+	defer closeAll(insts)
 	for g := range insts {
-		if shared && g > 0 {
-			insts[g] = insts[0]
-			continue
-		}
 		in, err := redlockContender(5, "").build(addrs, nil)
 		if err != nil {
 			return nil, err
@@ -64,9 +62,6 @@ func wanConcurrent(ctx context.Context, addrs []string, shared bool, d time.Dura
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	if shared {
-		insts = insts[:1] // closed once
-	}
 	var (
 		mu       sync.Mutex
 		locks    []time.Duration
@@ -75,7 +70,7 @@ func wanConcurrent(ctx context.Context, addrs []string, shared bool, d time.Dura
 	)
 	deadline := time.Now().Add(d)
 	for g := range wanGoroutines {
-		in := insts[min(g, len(insts)-1)]
+		in := insts[g%len(insts)]
 		wg.Go(func() {
 			for j := 0; time.Now().Before(deadline); j++ {
 				l, _, err := wanCycle(ctx, in, fmt.Sprintf("%s:%d:%d", prefix, g, j))
