@@ -217,3 +217,46 @@ func TestStreamGivesUpAtDeadline(t *testing.T) {
 	defer cancel()
 	require.NoError(t, c.Close(ctx), "a writer stayed stuck on the frozen node")
 }
+
+// TestLanesSendWhileABatchIsOut: while a batch is out on a node, a call
+// on another key leaves on another lane of the node's stream, on a
+// connection of its own, where with one pipeline in flight per node it
+// waited for the batch's reply (internal/nodeio/stream.go). The node
+// holds back every write (CLIENT PAUSE WRITE) but answers the lane's
+// readying INFO, so both acquires wait on it at once, on two connections
+// (blocked_clients), and both hold once it lets them run. Which calls a
+// lane may take, each key's order, is internal/nodeio's
+// TestTakeKeepsEachKeysOrder.
+func TestLanesSendWhileABatchIsOut(t *testing.T) {
+	nodes := StartNodes(t, 1)
+	needsOwnServers(t, nodes[0])
+	c := newClient(t, Clients(t, nodes, readmeNodes), redlock.WithAnyNodeCount(), redlock.WithTTL(10*time.Minute))
+	warm(t, c)
+	admin := Admin(t, nodes[0])
+	blocked := func() int {
+		info := admin.Info(t.Context(), "clients").Val()
+		_, rest, _ := strings.Cut(info, "blocked_clients:")
+		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\r\n", 2)[0]))
+		return n
+	}
+	require.NoError(t, admin.Do(t.Context(), "client", "pause", 60_000, "write").Err())
+	t.Cleanup(func() { _ = admin.Do(context.Background(), "client", "unpause").Err() })
+	try := func(key string) chan error {
+		r := make(chan error, 1)
+		go func() {
+			l, err := c.TryLock(context.Background(), key)
+			if err == nil {
+				err = l.Unlock(context.Background())
+			}
+			r <- err
+		}()
+		return r
+	}
+	first := try(UniqueKey(t, nodes))
+	waitUntil(t, 10*time.Second, "the first acquire to wait on the node", func() bool { return blocked() == 1 })
+	other := try(UniqueKey(t, nodes))
+	waitUntil(t, 10*time.Second, "the second acquire to wait on the node beside the first", func() bool { return blocked() == 2 })
+	require.NoError(t, admin.Do(t.Context(), "client", "unpause").Err())
+	require.NoError(t, <-first)
+	require.NoError(t, <-other)
+}

@@ -16,23 +16,23 @@ import (
 // part of it: the run_id of the server at the other end, learnt once per
 // connection.
 
-// prepare readies the stream for a batch. The stream of a *redis.Client (a
-// standalone or Sentinel node, or a Cluster's shard) sends on a connection
-// of its own (see streamConnAge), on which it learns the server's run_id
-// once, before the first acquire it carries; any other client's sends
-// through the client. connErr: no connection could be had, and nothing is sent;
+// prepare readies the lane for a batch. A lane of a *redis.Client's
+// stream (a standalone or Sentinel node, or a Cluster's shard) sends on a
+// connection of its own (see streamConnAge), on which it learns the
+// server's run_id once, before the first acquire it carries; any other
+// client's sends through the client. connErr: no connection could be had, and nothing is sent;
 // guardErr: the restart guard cannot work on this node, and acquires are
 // not sent.
-func (s *stream) prepare(ctx context.Context, batch []Call) (connErr, guardErr error) {
-	cl, ok := s.client.(*redis.Client)
+func (l *lane) prepare(ctx context.Context, batch []Call) (connErr, guardErr error) {
+	cl, ok := l.s.client.(*redis.Client)
 	if !ok {
 		return nil, nil
 	}
-	if s.conn != nil && time.Since(s.connAt) >= streamConnAge {
-		s.hangUp()
+	if l.conn != nil && l.first && !l.live() {
+		l.hangUp() // a lane other than the first ends instead (stream.write)
 	}
-	if s.conn == nil {
-		if !s.dialed {
+	if l.conn == nil {
+		if !l.s.dialed.Load() {
 			// Once, a round trip on the pool first: it dials when the pool
 			// has no idle connection, and hands the connection back, which
 			// go-redis notes, so that the connection taken next (the pool's
@@ -42,47 +42,81 @@ func (s *stream) prepare(ctx context.Context, batch []Call) (connErr, guardErr e
 			if err := cl.Process(ctx, noRetry{ping}); err != nil {
 				return err, nil
 			}
-			s.dialed = true
+			l.s.dialed.Store(true)
 		}
-		s.conn, s.connAt = cl.Conn(), time.Now()
-		s.pipe = s.conn.Pipeline()
+		l.conn, l.connAt = cl.Conn(), time.Now()
+		l.pipe = l.conn.Pipeline()
 	}
-	if !s.guard || s.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.IsAcquire(c.Op.Kind) }) {
+	if !l.s.guard || l.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.IsAcquire(c.Op.Kind) }) {
 		return nil, nil
 	}
-	if s.infoWorks {
+	if l.s.infoWorks.Load() {
 		// The node has answered INFO before: ask it again in the batch's
 		// own pipeline, ahead of the acquires, at no extra round trip
 		// (send checks the answer).
-		s.info = redis.NewStringCmd(ctx, "info", "server")
+		l.info = redis.NewStringCmd(ctx, "info", "server")
 		return nil, nil
 	}
 	// The first time, INFO goes alone, so that a node that refuses it is
 	// sent no acquire at all.
-	info, err := s.conn.Info(ctx, "server").Result()
+	info, err := l.conn.Info(ctx, "server").Result()
 	if err != nil && !wire.IsReply(err) {
-		s.hangUp()
+		l.hangUp()
 		return err, nil
 	}
-	if guardErr := s.learnRunID(info, err); guardErr != nil {
+	if guardErr := l.learnRunID(info, err); guardErr != nil {
 		return nil, guardErr
 	}
 	return nil, nil
 }
 
+// ready readies a lane other than the first before it takes any call: it
+// takes a connection from the pool and has one round trip on it, INFO
+// server for the lane's run_id when the restart guard is on, else PING,
+// by the time given. So a lane's first call pays no dial and no handshake
+// inside its deadline, and a lane opened to a node that answers nothing
+// never carries one. The stream has a lane beside the first only when
+// the client bounds its reads (maxLanes), so the context (or, without
+// ContextTimeoutEnabled, ReadTimeout) bounds the round trip, and Close
+// waits for a lane readying no longer than that.
+func (l *lane) ready(by time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	conn := l.s.client.(*redis.Client).Conn()
+	cmd := redis.NewCmd(ctx, "ping")
+	if l.s.guard {
+		cmd = redis.NewCmd(ctx, "info", "server")
+	}
+	err := conn.Process(ctx, noRetry{cmd})
+	if err == nil && l.s.guard {
+		info, _ := cmd.Text()
+		var ok bool
+		if l.runID, ok = runID(info); !ok {
+			err = errors.New("redlock: INFO server reports no run_id")
+		}
+	}
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	l.conn, l.connAt, l.pipe = conn, time.Now(), conn.Pipeline()
+	return nil
+}
+
 // learnRunID takes the run_id from an INFO server reply (or its error),
 // and returns the restart guard's error when there is none to take.
-func (s *stream) learnRunID(info string, err error) error {
+func (l *lane) learnRunID(info string, err error) error {
 	if err != nil {
-		s.infoWorks = false
+		l.s.infoWorks.Store(false)
 		return fmt.Errorf("NOGUARD redlock: the restart guard needs INFO server, and this node refused it: %w", err)
 	}
 	id, ok := runID(info)
 	if !ok {
-		s.infoWorks = false
+		l.s.infoWorks.Store(false)
 		return errors.New("NOGUARD redlock: the restart guard needs the node's run_id, and INFO server reports none")
 	}
-	s.runID, s.infoWorks = id, true
+	l.runID = id
+	l.s.infoWorks.Store(true)
 	return nil
 }
 
@@ -92,18 +126,18 @@ func (s *stream) learnRunID(info string, err error) error {
 // the same connection, and they answer with the guard's error. A
 // take-back wakes the key's next waiter (with the acquire's Wake), as
 // every take-back of a failed attempt does.
-func (s *stream) checkInfo(ctx context.Context, batch []Call) {
-	info := s.info
-	s.info = nil
+func (l *lane) checkInfo(ctx context.Context, batch []Call) {
+	info := l.info
+	l.info = nil
 	if info == nil || (info.Err() != nil && !wire.IsReply(info.Err())) {
 		return // the connection failed: so did every command of the batch
 	}
-	guardErr := s.learnRunID(info.Val(), info.Err())
+	guardErr := l.learnRunID(info.Val(), info.Err())
 	if guardErr == nil {
 		return
 	}
 	for j, c := range batch {
-		cmd := s.cmds[j]
+		cmd := l.cmds[j]
 		if cmd == nil || !wire.IsAcquire(c.Op.Kind) {
 			continue
 		}
@@ -111,10 +145,10 @@ func (s *stream) checkInfo(ctx context.Context, batch []Call) {
 			back := wire.NewOp(wire.OpRelease, c.Op.Key, c.Op.Token, "", 0)
 			back.Keys, back.Mode, back.Wake = c.Op.Keys, c.Op.Mode, c.Op.Wake
 			back.Encode()
-			_ = s.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(s.index)...)})
+			_ = l.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(l.s.index)...)})
 		}
-		s.cmds[j] = redis.NewCmd(ctx)
-		s.cmds[j].SetErr(guardErr)
+		l.cmds[j] = redis.NewCmd(ctx)
+		l.cmds[j].SetErr(guardErr)
 	}
 }
 

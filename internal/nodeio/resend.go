@@ -15,23 +15,23 @@ import (
 // the node answered NOSCRIPT, e.g. after SCRIPT FLUSH: such a call did not
 // run, so sending it is not a replay. The others are left out of this
 // second round.
-func (s *stream) evalMissing(ctx context.Context, batch []Call) {
-	if !slices.ContainsFunc(s.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && wire.IsNoScript(cmd.Err()) }) {
+func (l *lane) evalMissing(ctx context.Context, batch []Call) {
+	if !slices.ContainsFunc(l.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && wire.IsNoScript(cmd.Err()) }) {
 		return
 	}
-	done := slices.Clone(s.cmds)
+	done := slices.Clone(l.cmds)
 	for j, c := range batch {
-		cmd := s.cmds[j]
+		cmd := l.cmds[j]
 		if cmd == nil || !wire.IsNoScript(cmd.Err()) {
-			s.cmds[j] = nil
+			l.cmds[j] = nil
 			continue
 		}
-		s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
+		l.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...)
 	}
-	s.run(ctx)
+	l.run(ctx)
 	for j, cmd := range done {
-		if s.cmds[j] == nil {
-			s.cmds[j] = cmd
+		if l.cmds[j] == nil {
+			l.cmds[j] = cmd
 		}
 	}
 }
@@ -40,20 +40,20 @@ func (s *stream) evalMissing(ctx context.Context, batch []Call) {
 // answered MOVED or ASK: the slot is served elsewhere now, and the shard
 // did not run them. The ClusterClient follows the redirection and reloads
 // its slot map.
-func (s *stream) redirectMoved(ctx context.Context, batch []Call) {
-	if s.redirect == nil {
+func (l *lane) redirectMoved(ctx context.Context, batch []Call) {
+	if l.s.redirect == nil {
 		return
 	}
 	for j, c := range batch {
-		cmd := s.cmds[j]
+		cmd := l.cmds[j]
 		if cmd == nil || !isMoved(cmd.Err()) {
 			continue
 		}
-		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
-		_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
-		if wire.IsNoScript(s.cmds[j].Err()) {
-			s.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(s.index)...)
-			_ = s.redirect.Process(ctx, noRetry{s.cmds[j]})
+		l.cmds[j] = redis.NewCmd(ctx, c.Op.Args(l.s.index)...)
+		_ = l.s.redirect.Process(ctx, noRetry{l.cmds[j]})
+		if wire.IsNoScript(l.cmds[j].Err()) {
+			l.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...)
+			_ = l.s.redirect.Process(ctx, noRetry{l.cmds[j]})
 		}
 	}
 }

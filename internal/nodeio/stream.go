@@ -1,10 +1,8 @@
 package nodeio
 
 import (
-	"context"
-	"errors"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,13 +11,32 @@ import (
 
 // This file is one node's command stream: how a node's ops (internal/wire) leave
 // for the node. The commands that concurrent rounds send to one node leave
-// in one pipelined write, in the order they were queued, and the replies
-// are matched back by position. One writer goroutine per node has one
-// pipeline in flight at a time; a batch is whatever queued while the
-// previous one was in flight, so a lone call leaves at once, with no added
-// delay, and calls that arrive together share one write and one read system
-// call on each side. Because one node's commands leave in queue order on one
-// connection, a release can never overtake that node's acquire.
+// in pipelined writes, in the order they were queued, and the replies are
+// matched back by position. A writer goroutine (a lane, lane.go) has one
+// pipeline in flight at a time, on a connection of its own; a batch is
+// whatever queued while the lanes were busy, so a lone call leaves at once,
+// with no added delay, and calls that arrive together share one write and
+// one read system call on each side.
+//
+// The first lane sends whatever is queued whenever it has no batch out.
+// Once its batch has been out laneAfter (1 ms: never, on a node nearby
+// and answering), another lane sends what has queued since, up to
+// maxLanes batches out, so that with nodes far away a call waits a
+// millisecond for the batch ahead of it and not its round trip; but none
+// while the oldest batch out is past its calls' deadlines (a node that
+// hangs gets no more calls than it has). A lane other than the first is
+// opened only then, and readies its connection before it takes any call
+// (lane.ready: a round trip on it, bounded by laneReady), so that no call
+// pays a dial or a handshake inside its deadline, and a lane opened to a
+// node that answers nothing never carries one; it ends when its
+// connection does (broken, or streamConnAge old). Redis keeps one
+// connection's order, not two connections' relative order, so the order
+// kept is each key's (keyorder.go): a call leaves only when no call queued
+// before it that shares a key (its Op.Key or one of its Op.Keys) is out on
+// another lane or still queued. One lock's calls share its key, so a
+// release can never overtake that node's acquire, nor a leave its place
+// (docs/design.md, "Node streams"; the simulator's -sim.perkey checks the
+// protocol under that order).
 //
 // Nothing is sent twice: every command is marked no-retry (see noRetry),
 // and go-redis does not retry a pipeline that holds one. A call whose
@@ -49,48 +66,78 @@ type stream struct {
 	index  int  // the node's index, for the fenced acquire's residue
 	guard  bool // learn each connection's run_id for the restart guard
 	// ctxTimeout: the client has ContextTimeoutEnabled, so a batch's
-	// context deadline bounds its reads; bctx is that context.
+	// context deadline bounds its reads.
 	ctxTimeout bool
-	bctx       batchContext
 	// redirect, for the stream of a Cluster's shard, is the ClusterClient:
 	// a call the shard answers MOVED or ASK (it did not run it) is sent
 	// again through it, which follows the redirection.
 	redirect *redis.ClusterClient
 	done     <-chan struct{}
 	spawn    func(func()) // the Client's: writers end before Close returns
+	maxLanes int          // how many lanes may have a batch out at once
+
+	// What the lanes know of the node. dialed: a lane has had a
+	// connection, so no more pings first (see prepare). infoWorks: the
+	// node answered INFO server with a run_id before, so a lane asks it
+	// again in the pipeline of the batch that needs it (its own
+	// connection's run_id). scriptsRun: a script of the library ran on a
+	// lane's connection since one was last given back, so plain acquires
+	// go as plain commands; until then, as their Scripted twins, so that a
+	// node that refuses scripts refuses the acquire (and is unusable at
+	// once) rather than grant a lock no script can release.
+	dialed, infoWorks, scriptsRun atomic.Bool
 
 	mu      sync.Mutex
 	queue   []Call
-	spare   []Call        // the last batch's slice, for reuse
-	running bool          // a writer goroutine exists
+	lanes   int           // writer goroutines running
+	out     []*lane       // the lanes with a batch out
 	pruneAt int           // the queue length at which enqueue prunes ended calls
-	wake    chan struct{} // tells a waiting writer that calls are queued
-
-	// The writer's own state.
-	conn   *redis.Conn // the stream's own connection (standalone, Sentinel, a Cluster's shard); nil until needed
-	connAt time.Time   // when conn was taken
-	dialed bool        // the stream has had a connection: no more pings first
-	// infoWorks: the node answered INFO server with a run_id before, so it
-	// is asked again in the pipeline of the batch that needs it (info).
-	infoWorks bool
-	info      *redis.StringCmd
-	pipe      redis.Pipeliner // conn's pipeline, reused
-	runID     string          // the run_id of the server at the other end of conn; "" not known
-	// scriptsRun: a script of the library ran on conn, so plain acquires go
-	// as plain commands; until then, as their Scripted twins, so that a
-	// node that refuses scripts refuses the acquire (and is unusable at
-	// once) rather than grant a lock no script can release.
-	scriptsRun bool
-	cmds       []*redis.Cmd // by position in the batch; nil for a call not sent
+	wake    chan struct{} // tells the first lane, waiting, that calls are queued
+	// wakeMore tells another waiting lane: it sends only while batches
+	// have been out laneAfter.
+	wakeMore chan struct{}
+	first    bool // the first lane is running (counted in lanes)
+	// firstSent: when the first lane's batch out was taken; zero when it
+	// has none out. idleMore: the other lanes waiting for calls.
+	// moreTimer wakes one of those once the first lane's batch has been
+	// out laneAfter.
+	firstSent time.Time
+	idleMore  int
+	moreTimer *time.Timer
+	moreArmed bool // moreTimer is set for the first lane's batch out
+	// readying: a lane opened is readying its connection (counted in
+	// lanes); readyFailed: when the last one failed to, after which none
+	// is opened for laneRetry.
+	readying    bool
+	readyFailed time.Time
 }
 
 func newStream(client redis.UniversalClient, index int) *stream {
-	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), pruneAt: minPrune}
+	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), wakeMore: make(chan struct{}, 1), pruneAt: minPrune, maxLanes: 1}
 	if cl, ok := client.(*redis.Client); ok { // a Cluster's shards are *redis.Client too
 		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
+		if s.ctxTimeout || cl.Options().ReadTimeout > 0 {
+			s.maxLanes = min(max(cl.Options().PoolSize/4, 1), maxLanes)
+		}
 	}
 	return s
 }
+
+// maxLanes bounds a stream's lanes: each holds a connection of the
+// go-redis client's pool, of which the stream takes at most a quarter. A
+// client whose reads nothing bounds (ReadTimeout -1 or -2 without
+// ContextTimeoutEnabled) has one lane: a lane readying its connection to
+// a node that hangs would wait for it without end, and Close with it.
+const maxLanes = 4
+
+// laneReady bounds a lane's readying (lane.ready), as do the deadlines
+// of the calls queued when it was opened: it is of no use to them later.
+// laneRetry is how long a stream whose lane failed to ready opens no
+// other.
+const (
+	laneReady = time.Second
+	laneRetry = time.Second
+)
 
 // bind ties the stream to its Client: writers end once done is closed and
 // their queue is empty, and spawn runs them (the Client counts them).
@@ -104,19 +151,81 @@ func (s *stream) enqueue(calls ...Call) {
 	s.mu.Lock()
 	ended := s.prune()
 	s.queue = append(s.queue, calls...)
-	start := !s.running
-	s.running = true
+	start, more := false, false
+	switch {
+	case !s.first:
+		s.first, start = true, true
+		s.lanes++
+	case s.firstSent.IsZero() || s.maxLanes == 1: // the first lane takes the calls
+	case s.moreArmed: // another lane is woken or opened once the first's batch is out that long
+	default:
+		if wait := laneAfter - time.Since(s.firstSent); wait <= 0 {
+			more = s.more()
+		} else {
+			if s.moreTimer == nil {
+				s.moreTimer = time.AfterFunc(time.Hour, s.wakeMoreLane)
+			}
+			s.moreTimer.Reset(wait)
+			s.moreArmed = true
+		}
+	}
 	s.mu.Unlock()
 	for i := range ended {
 		ended[i].To.Deliver(ended[i].Index, wire.Result{Err: ended[i].NotSent()})
 	}
 	if start {
-		s.spawn(s.write)
-		return
+		s.spawn(func() { s.write(true, time.Time{}) })
 	}
+	signal(s.wake)
+	if more {
+		signal(s.wakeMore)
+	}
+}
+
+// wakeMoreLane is moreTimer's: the first lane's batch has been out
+// laneAfter.
+func (s *stream) wakeMoreLane() {
+	s.mu.Lock()
+	s.moreArmed = false
+	more := len(s.queue) > 0 && s.more()
+	s.mu.Unlock()
+	if more {
+		signal(s.wakeMore)
+	}
+}
+
+// more is called when calls are queued and the first lane's batch has
+// been out laneAfter: it reports whether a lane other than the first
+// waits for calls, to be woken; if none does, it opens one, when it may
+// (another lane's time is not yet, nor while one readies, after a lane
+// failed to ready, or while the oldest batch out is past its calls'
+// deadlines: the node hangs, likely). Callers hold s.mu. A lane is opened
+// only while one has a batch out, so that the Client's Close, which waits
+// for the lanes, is still waiting for that one when this one is counted.
+func (s *stream) more() bool {
+	switch {
+	case s.idleMore > 0:
+		return true
+	case len(s.out) == 0, s.readying, s.lanes >= s.maxLanes,
+		s.guard && !s.infoWorks.Load(), // the run_id is learnt on the first lane first
+		time.Since(s.readyFailed) < laneRetry, time.Now().After(s.out[0].until):
+		return false
+	}
+	s.readying = true
+	s.lanes++
+	until := time.Now().Add(laneReady)
+	if d := latestDeadline(s.queue); d.Before(until) {
+		until = d
+	}
+	s.spawn(func() { s.write(false, until) })
+	return false
+}
+
+// signal wakes a lane waiting on w, unless a wake-up is pending already.
+func signal(w chan struct{}) {
 	select {
-	case s.wake <- struct{}{}:
-	default: // a wake-up is pending already
+	case w <- struct{}{}:
+	default:
 	}
 }
 
@@ -149,186 +258,96 @@ func (s *stream) prune() []Call {
 // minPrune is the queue length below which a stream does not prune.
 const minPrune = 64
 
-// write is the writer goroutine: it sends batches until the stream has been
-// idle for streamIdle, or the Client is closed and nothing is queued.
-func (s *stream) write() {
-	idle := time.NewTimer(streamIdle)
+// write is a writer goroutine, a lane: it sends batches until the stream
+// has been idle for streamIdle, or the Client is closed and nothing is
+// queued.
+func (s *stream) write(first bool, readyBy time.Time) {
+	l := &lane{s: s, first: first}
+	wake := s.wake
+	if !first {
+		wake = s.wakeMore
+		if !s.readyLane(l, readyBy) {
+			return
+		}
+	}
+	idle, later := time.NewTimer(l.idleFor()), time.NewTimer(time.Hour)
 	defer idle.Stop()
+	defer later.Stop()
 	for {
-		if batch := s.take(); batch != nil {
-			s.send(batch)
-			s.recycle(batch)
-			idle.Reset(streamIdle)
+		if !first && !l.live() {
+			l.hangUp()
+			s.quit(l)
+			return
+		}
+		batch, wait := s.take(l)
+		if batch != nil {
+			l.send(batch)
+			s.finish(l, batch)
+			idle.Reset(l.idleFor())
 			continue
 		}
+		var retry <-chan time.Time
+		if wait > 0 {
+			later.Reset(wait)
+			retry = later.C
+		}
+		s.idleLane(l, 1)
+		var woken bool
 		select {
-		case <-s.wake:
-			continue
+		case <-wake:
+			woken = true
+		case <-retry:
+			woken = true
 		case <-idle.C:
 		case <-s.done:
 		}
-		s.hangUp() // before quit: a writer started after it owns the stream
-		if s.quit() {
+		s.idleLane(l, -1)
+		if woken {
+			continue
+		}
+		l.hangUp() // before quit: a writer started after it has its own
+		if s.quit(l) {
 			return
 		}
 	}
 }
 
-// take returns the queued calls, or nil when there are none.
-func (s *stream) take() []Call {
+// readyLane readies lane l, just opened (see more), by the time given, and reports whether
+// it may take calls; a lane that could not ready ends, and no other is
+// opened for laneRetry.
+func (s *stream) readyLane(l *lane, by time.Time) bool {
+	err := l.ready(by)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) == 0 {
-		return nil
+	s.readying = false
+	if err != nil {
+		s.readyFailed = time.Now()
+		s.lanes--
 	}
-	batch := s.queue
-	s.queue, s.spare = s.spare[:0], nil
-	return batch
+	return err == nil
 }
 
-// recycle keeps a sent batch's slice for the next queue.
-func (s *stream) recycle(batch []Call) {
-	clear(batch)
+// idleLane counts lane l in (d = 1) or out of (d = −1) the lanes other
+// than the first that wait for calls.
+func (s *stream) idleLane(l *lane, d int) {
+	if l.first {
+		return
+	}
 	s.mu.Lock()
-	s.spare = batch[:0]
+	s.idleMore += d
 	s.mu.Unlock()
 }
 
 // quit ends the writer unless calls were queued meanwhile.
-func (s *stream) quit() bool {
+func (s *stream) quit(l *lane) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) > 0 {
+	if l.first && len(s.queue) > 0 {
 		return false
 	}
-	s.running = false
+	s.lanes--
+	if l.first {
+		s.first = false
+	}
 	return true
-}
-
-// hangUp gives the stream's connection back to the pool (or drops it, when
-// it failed), so that the next batch starts on a fresh one.
-func (s *stream) hangUp() {
-	if s.conn != nil {
-		_ = s.conn.Close()
-	}
-	s.conn, s.pipe, s.runID, s.scriptsRun = nil, nil, "", false
-}
-
-// send sends one batch as one pipeline and delivers every call's result.
-func (s *stream) send(batch []Call) {
-	// Each call's own deadline was checked; go-redis's timeouts bound the
-	// I/O, or, for a client with ContextTimeoutEnabled, the batch's latest
-	// deadline: a node that stops answering then holds the stream no
-	// longer than its calls would wait.
-	ctx := context.Background()
-	if s.ctxTimeout {
-		s.bctx.begin(latestDeadline(batch))
-		defer s.bctx.end()
-		ctx = &s.bctx
-	}
-	s.cmds = slices.Grow(s.cmds[:0], len(batch))[:len(batch)]
-	defer clear(s.cmds)
-	s.makeCmds(ctx, batch)
-	s.run(ctx)
-	s.checkInfo(ctx, batch)
-	s.evalMissing(ctx, batch)
-	s.redirectMoved(ctx, batch)
-	broken := false
-	for j, c := range batch {
-		cmd := s.cmds[j]
-		if cmd == nil {
-			continue
-		}
-		switch err := cmd.Err(); {
-		case err != nil && !wire.IsReply(err):
-			broken = true
-		case c.Op.Kind != wire.OpAcquirePlain && (err == nil || errors.Is(err, redis.Nil)):
-			s.scriptsRun = true
-		}
-		res := wire.Decode(c.Op.Kind, cmd)
-		if wire.IsAcquire(c.Op.Kind) {
-			res.RunID = s.runID
-		}
-		c.To.Deliver(c.Index, res)
-	}
-	if broken && s.conn != nil {
-		s.hangUp() // the next batch dials afresh and asks the run_id again
-	}
-}
-
-// makeCmds makes the command of each call of the batch that is to be
-// sent, in s.cmds, and answers the others at once: calls that ended, and
-// every call when no connection could be had (or every acquire, when the
-// restart guard cannot work on the node).
-func (s *stream) makeCmds(ctx context.Context, batch []Call) {
-	connErr, guardErr := s.prepare(ctx, batch)
-	now := time.Now()
-	for j := range batch {
-		c := &batch[j]
-		var err error
-		switch {
-		case c.EndedAt(now):
-			err = c.NotSent()
-		case connErr != nil:
-			err = connErr
-		case guardErr != nil && wire.IsAcquire(c.Op.Kind):
-			err = guardErr // not sent: the node cannot be guarded
-		}
-		if err != nil {
-			c.To.Deliver(c.Index, wire.Result{Err: err})
-			continue
-		}
-		if !s.scriptsRun {
-			c.Op = c.Op.Scripted()
-		}
-		s.cmds[j] = redis.NewCmd(ctx, c.Op.Args(s.index)...)
-	}
-}
-
-// latestDeadline is the latest of the batch's calls' deadlines.
-func latestDeadline(batch []Call) time.Time {
-	var latest time.Time
-	for i := range batch {
-		if batch[i].Deadline.After(latest) {
-			latest = batch[i].Deadline
-		}
-	}
-	return latest
-}
-
-// run sends the commands of s.cmds: a lone one as a plain command (the same
-// bytes on the wire; go-redis's pipeline costs it 3 allocations more),
-// several as one pipeline.
-func (s *stream) run(ctx context.Context) {
-	var lone *redis.Cmd
-	n := 0
-	for _, cmd := range s.cmds {
-		if cmd != nil {
-			lone = cmd
-			n++
-		}
-	}
-	if n == 0 {
-		s.info = nil // nothing to send; asked again with the next acquire
-	}
-	switch {
-	case n == 1 && s.info == nil && s.conn != nil:
-		_ = s.conn.Process(ctx, noRetry{lone})
-	case n == 1 && s.info == nil:
-		_ = s.client.Process(ctx, noRetry{lone})
-	case n > 0:
-		pipe := s.pipe
-		if s.conn == nil {
-			pipe = s.client.Pipeline()
-		}
-		if s.info != nil {
-			_ = pipe.Process(ctx, s.info)
-		}
-		for _, cmd := range s.cmds {
-			if cmd != nil {
-				_ = pipe.Process(ctx, noRetry{cmd})
-			}
-		}
-		_, _ = pipe.Exec(ctx)
-	}
 }
