@@ -256,7 +256,7 @@ func (r *results) wanSharedTable(p func(format string, args ...any)) {
 	if len(w.Shared) == 0 {
 		return
 	}
-	p("\nConcurrent Locks at these distances: %d goroutines lock and unlock keys of their own (uncontended) through the same proxies, sharing one Client or with a Client each, %d rounds of %s each, interleaved. A Client sends each node's calls on one connection with one pipeline in flight at a time (internal/nodeio's stream): a call made while that node's last batch is out waits for its reply before it leaves, so a shared Client's Lock can take two of a majority's round trips here (docs/design.md, \"Not done: more than one batch in flight per node\").\n\n", wanGoroutines, w.HandoffRounds, fmtDur(w.HandoffFor))
+	p("\nConcurrent Locks at these distances: %d goroutines lock and unlock keys of their own (uncontended) through the same proxies, sharing one Client or with a Client each, %d rounds of %s each, interleaved. A Client sends each node's calls in pipelined batches (internal/nodeio's stream); once a node's batch has been out 1 ms, the calls made meanwhile leave on another connection (a lane) rather than wait for its reply, so a shared Client's Lock should take about one of a majority's round trips here, as a Client each does (docs/design.md, \"Lanes\").\n\n", wanGoroutines, w.HandoffRounds, fmtDur(w.HandoffFor))
 	p("| contender | cycles | Lock p50 | Lock p99 | Lock p50 ÷ the third-fastest node's round trip p50 (%s) |\n| --- | --- | --- | --- | --- |\n", fmtDur(w.ThirdP50))
 	for _, x := range w.Shared {
 		p("| %s | %d | %s | %s | %.2f× |\n", x.Name, x.Cycles, fmtDur(x.LockP50), fmtDur(x.LockP99), float64(x.LockP50)/float64(w.ThirdP50))

@@ -83,6 +83,7 @@ func TestTakeSendsNoMoreIntoAHungNode(t *testing.T) {
 	s.queue = []Call{late}
 	batch, _ := s.take(first)
 	require.Len(t, batch, 1)
+	s.dialed.Store(true) // as if the first lane had its connection: only the node's hanging keeps a lane from opening
 	s.out[0].sentAt, s.out[0].until = time.Now().Add(-time.Second), time.Now().Add(-time.Nanosecond)
 	s.queue = []Call{call(wire.OpAcquirePlain, "b")}
 	batch, wait := s.take(&lane{s: s})

@@ -207,7 +207,13 @@ func (s *stream) more() bool {
 	case s.idleMore > 0:
 		return true
 	case len(s.out) == 0, s.readying, s.lanes >= s.maxLanes,
-		s.guard && !s.infoWorks.Load(), // the run_id is learnt on the first lane first
+		// A connection was readied on the client first (and, with the
+		// restart guard, the run_id learnt on the first lane): go-redis
+		// v9.23 writes its options' MaintNotificationsConfig.Mode during
+		// a client's first handshake, under a lock that a Conn taken from
+		// the client does not share, so two first handshakes at once race
+		// (the race detector found it in TestClusterNode).
+		!s.dialed.Load(), s.guard && !s.infoWorks.Load(),
 		time.Since(s.readyFailed) < laneRetry, time.Now().After(s.out[0].until):
 		return false
 	}
