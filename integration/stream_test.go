@@ -218,19 +218,22 @@ func TestStreamGivesUpAtDeadline(t *testing.T) {
 	require.NoError(t, c.Close(ctx), "a writer stayed stuck on the frozen node")
 }
 
-// TestLanesSendWhileABatchIsOut: while a batch is out on a node, a call
-// on another key leaves on another lane of the node's stream, on a
+// TestLanesSendWhileABatchIsOut: while a batch is out on a far node, a
+// call on another key leaves on another lane of the node's stream, on a
 // connection of its own, where with one pipeline in flight per node it
-// waited for the batch's reply (internal/nodeio/stream.go). The node
-// holds back every write (CLIENT PAUSE WRITE) but answers the lane's
-// readying INFO, so both acquires wait on it at once, on two connections
-// (blocked_clients), and both hold once it lets them run. Which calls a
-// lane may take, each key's order, is internal/nodeio's
-// TestTakeKeepsEachKeysOrder.
+// waited for the batch's reply (internal/nodeio/stream.go). The node is
+// 5 ms away (a proxy), so far; it holds back every write (CLIENT PAUSE
+// WRITE) but answers the lane's readying INFO, so both acquires wait on
+// it at once, on two connections (blocked_clients), and both hold once it
+// lets them run. Which calls a lane may take, each key's order, and which
+// nodes are far are internal/nodeio's TestTakeKeepsEachKeysOrder and
+// TestLanesOnlyForFarNodes.
 func TestLanesSendWhileABatchIsOut(t *testing.T) {
 	nodes := StartNodes(t, 1)
 	needsOwnServers(t, nodes[0])
-	c := newClient(t, Clients(t, nodes, readmeNodes), redlock.WithAnyNodeCount(), redlock.WithTTL(10*time.Minute))
+	proxies := ProxyNodes(t, nodes)
+	proxies[0].Latency(t, 5, 0)
+	c := newClient(t, Clients(t, Reach(proxies), readmeNodes), redlock.WithAnyNodeCount(), redlock.WithTTL(10*time.Minute))
 	warm(t, c)
 	admin := Admin(t, nodes[0])
 	blocked := func() int {

@@ -119,7 +119,9 @@ func sharesKey(keys map[string]bool, o *wire.Op) bool {
 // lane's to take once no batch is out, and the first lane, woken when
 // they were queued, may have found them held back and gone back to wait.
 func (s *stream) finish(l *lane, batch []Call) {
+	now := time.Now()
 	s.mu.Lock()
+	s.sample(now.Sub(l.sentAt), now)
 	if i := slices.Index(s.out, l); i >= 0 {
 		s.out = slices.Delete(s.out, i, i+1)
 	}

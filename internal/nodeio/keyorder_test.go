@@ -83,7 +83,8 @@ func TestTakeSendsNoMoreIntoAHungNode(t *testing.T) {
 	s.queue = []Call{late}
 	batch, _ := s.take(first)
 	require.Len(t, batch, 1)
-	s.dialed.Store(true) // as if the first lane had its connection: only the node's hanging keeps a lane from opening
+	s.dialed.Store(true) // as if the first lane had its connection, and the node were far:
+	s.rttCur = time.Hour // only the node's hanging keeps a lane from opening
 	s.out[0].sentAt, s.out[0].until = time.Now().Add(-time.Second), time.Now().Add(-time.Nanosecond)
 	s.queue = []Call{call(wire.OpAcquirePlain, "b")}
 	batch, wait := s.take(&lane{s: s})
@@ -153,4 +154,23 @@ func TestFinishWakesTheFirstLane(t *testing.T) {
 	}
 	batch, _ = s.take(first)
 	assert.Equal(t, []string{"b"}, keysOf(batch))
+}
+
+// TestLanesOnlyForFarNodes: a node is far, and gets lanes beside the
+// first, only while every batch of the last window or two took laneAfter
+// or longer; one fast batch makes it near for up to two windows.
+func TestLanesOnlyForFarNodes(t *testing.T) {
+	s := newStream(offline(t), 0)
+	assert.False(t, s.far(), "before any batch")
+	t0 := time.Now()
+	s.sample(5*time.Millisecond, t0)
+	assert.True(t, s.far(), "its first batch took 5 ms")
+	s.sample(50*time.Microsecond, t0.Add(rttWindow/2))
+	assert.False(t, s.far(), "one batch of this window took 50 µs")
+	s.sample(5*time.Millisecond, t0.Add(rttWindow))
+	assert.False(t, s.far(), "and the window before still has it")
+	s.sample(5*time.Millisecond, t0.Add(2*rttWindow))
+	assert.True(t, s.far(), "two windows of batches that all took 5 ms")
+	s.sample(laneAfter-time.Nanosecond, t0.Add(2*rttWindow+time.Millisecond))
+	assert.False(t, s.far())
 }

@@ -110,10 +110,14 @@ type stream struct {
 	// is opened for laneRetry.
 	readying    bool
 	readyFailed time.Time
+	// The node's round trip, as the shortest a batch took in the current
+	// rttWindow and in the one before (see far).
+	rttCur, rttPrev time.Duration
+	rttSince        time.Time // when the current window began
 }
 
 func newStream(client redis.UniversalClient, index int) *stream {
-	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), wakeMore: make(chan struct{}, 1), pruneAt: minPrune, maxLanes: 1}
+	s := &stream{client: client, index: index, wake: make(chan struct{}, 1), wakeMore: make(chan struct{}, 1), pruneAt: minPrune, maxLanes: 1, rttPrev: time.Hour}
 	if cl, ok := client.(*redis.Client); ok { // a Cluster's shards are *redis.Client too
 		s.ctxTimeout = cl.Options().ContextTimeoutEnabled
 		if s.ctxTimeout || cl.Options().ReadTimeout > 0 {
@@ -156,7 +160,7 @@ func (s *stream) enqueue(calls ...Call) {
 	case !s.first:
 		s.first, start = true, true
 		s.lanes++
-	case s.firstSent.IsZero() || s.maxLanes == 1: // the first lane takes the calls
+	case s.firstSent.IsZero() || s.maxLanes == 1 || !s.far(): // the first lane takes the calls
 	case s.moreArmed: // another lane is woken or opened once the first's batch is out that long
 	default:
 		if wait := laneAfter - time.Since(s.firstSent); wait <= 0 {
@@ -194,6 +198,35 @@ func (s *stream) wakeMoreLane() {
 	}
 }
 
+// far reports whether the node is far: every batch it answered in the
+// last rttWindow or two took laneAfter or longer. Only a far node's calls
+// go on lanes beside the first. A near node's batch that is out laneAfter
+// waits for the client's CPU (a busy machine, a GC pause), which another
+// lane would not make sooner: it would only split the batches, and each
+// cycle would cost the client and the nodes more (make bench's section 2
+// with lanes for every node: throughput −17% at 32 goroutines, the
+// servers' CPU per cycle +25%). Callers hold s.mu.
+func (s *stream) far() bool {
+	return min(s.rttCur, s.rttPrev) >= laneAfter
+}
+
+// rttWindow is how long a stream's shortest round trip stands for the
+// node's (far): long enough to hold batches that the client's CPU did
+// not delay, short enough that a node that moves away is seen to.
+const rttWindow = time.Second
+
+// sample records how long a batch was out (callers hold s.mu).
+func (s *stream) sample(rtt time.Duration, now time.Time) {
+	if now.Sub(s.rttSince) >= rttWindow {
+		s.rttPrev, s.rttCur, s.rttSince = s.rttCur, rtt, now
+		if s.rttPrev == 0 {
+			s.rttPrev = time.Hour // the first window: only its own batches count
+		}
+		return
+	}
+	s.rttCur = min(s.rttCur, rtt)
+}
+
 // more is called when calls are queued and the first lane's batch has
 // been out laneAfter: it reports whether a lane other than the first
 // waits for calls, to be woken; if none does, it opens one, when it may
@@ -213,7 +246,7 @@ func (s *stream) more() bool {
 		// a client's first handshake, under a lock that a Conn taken from
 		// the client does not share, so two first handshakes at once race
 		// (the race detector found it in TestClusterNode).
-		!s.dialed.Load(), s.guard && !s.infoWorks.Load(),
+		!s.dialed.Load(), s.guard && !s.infoWorks.Load(), !s.far(),
 		time.Since(s.readyFailed) < laneRetry, time.Now().After(s.out[0].until):
 		return false
 	}
