@@ -198,24 +198,39 @@ func TestRunIDAskedOncePerConnection(t *testing.T) {
 // answering holds its stream no longer than the calls on the wire would
 // wait, even when go-redis's read timeout is off: Close, which waits for the
 // streams' writers, returns without error while the node is still frozen.
+// The nodes are near, or 5 ms away behind proxies, where a stream has
+// lanes: one opened to the frozen node readies no longer than its calls
+// would wait, and carries none.
 func TestStreamGivesUpAtDeadline(t *testing.T) {
-	nodes := StartNodes(t, 3)
-	needsOwnServers(t, nodes[0])
-	key := UniqueKey(t, nodes)
-	patient := func(o *redis.Options) { o.ReadTimeout, o.ContextTimeoutEnabled = -1, true }
-	c, err := redlock.New(Clients(t, nodes, patient), redlock.WithNodeTimeout(100*time.Millisecond))
-	require.NoError(t, err)
-	warm(t, c)
-	nodes[2].Pause(t)
-	t.Cleanup(func() { nodes[2].Resume(t) })
-	for range 3 {
-		l, err := c.Lock(t.Context(), key)
-		require.NoError(t, err)
-		require.NoError(t, l.Unlock(t.Context()))
+	for _, far := range []bool{false, true} {
+		t.Run(map[bool]string{false: "near", true: "far"}[far], func(t *testing.T) {
+			nodes := StartNodes(t, 3)
+			needsOwnServers(t, nodes[0])
+			key := UniqueKey(t, nodes)
+			reach := nodes
+			if far {
+				proxies := ProxyNodes(t, nodes)
+				for _, p := range proxies {
+					p.Latency(t, 5, 0)
+				}
+				reach = Reach(proxies)
+			}
+			patient := func(o *redis.Options) { o.ReadTimeout, o.ContextTimeoutEnabled = -1, true }
+			c, err := redlock.New(Clients(t, reach, patient), redlock.WithNodeTimeout(100*time.Millisecond))
+			require.NoError(t, err)
+			warm(t, c)
+			nodes[2].Pause(t)
+			t.Cleanup(func() { nodes[2].Resume(t) })
+			for range 3 {
+				l, err := c.Lock(t.Context(), key)
+				require.NoError(t, err)
+				require.NoError(t, l.Unlock(t.Context()))
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, c.Close(ctx), "a writer stayed stuck on the frozen node")
+		})
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, c.Close(ctx), "a writer stayed stuck on the frozen node")
 }
 
 // TestLanesSendWhileABatchIsOut: while a batch is out on a far node, a
