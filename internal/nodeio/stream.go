@@ -19,10 +19,10 @@ import (
 // one read system call on each side.
 //
 // The first lane sends whatever is queued whenever it has no batch out.
-// Once its batch has been out laneAfter (1 ms: never, on a node nearby
-// and answering), another lane sends what has queued since, up to
-// maxLanes batches out, so that with nodes far away a call waits a
-// millisecond for the batch ahead of it and not its round trip; but none
+// On a far node (one whose batches all took laneAfter or longer lately:
+// far), once its batch has been out laneAfter (1 ms), another lane sends
+// what has queued since, up to maxLanes batches out, so that a call waits
+// a millisecond for the batch ahead of it and not its round trip; but none
 // while the oldest batch out is past its calls' deadlines (a node that
 // hangs gets no more calls than it has). A lane other than the first is
 // opened only then, and readies its connection before it takes any call
@@ -230,9 +230,10 @@ func (s *stream) sample(rtt time.Duration, now time.Time) {
 // more is called when calls are queued and the first lane's batch has
 // been out laneAfter: it reports whether a lane other than the first
 // waits for calls, to be woken; if none does, it opens one, when it may
-// (another lane's time is not yet, nor while one readies, after a lane
-// failed to ready, or while the oldest batch out is past its calls'
-// deadlines: the node hangs, likely). Callers hold s.mu. A lane is opened
+// (not beyond maxLanes, nor for a near node, nor before the stream's
+// first connection, nor while one readies, after a lane failed to ready,
+// or while the oldest batch out is past its calls' deadlines: the node
+// hangs, likely). Callers hold s.mu. A lane is opened
 // only while one has a batch out, so that the Client's Close, which waits
 // for the lanes, is still waiting for that one when this one is counted.
 func (s *stream) more() bool {
