@@ -11,8 +11,9 @@ import (
 // calls a lane takes, so that each key's calls run on the node in the
 // order they were queued, though lanes run side by side.
 
-// laneAfter is how long the batches out must have been out before another
-// lane sends: longer than a loopback round trip takes, so that nodes
+// laneAfter is how long a far node's batches out must have been out
+// before another lane sends, and the round trip from which a node is far
+// (stream.far): longer than a loopback round trip takes, so that nodes
 // nearby get one batch at a time, as large as the calls made meanwhile,
 // and nodes far away a batch more after a millisecond rather than a round
 // trip.
