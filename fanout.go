@@ -153,8 +153,9 @@ func fanOutAll(ctx context.Context, reqs []request) []*round {
 
 // startBatch starts the rounds of reqs (the same nodes, an op each): each
 // node is sent every op together, in reqs' order (one pipeline, on a node
-// that batches: it runs them in that order). It returns the rounds, each
-// to collect by its deadline.
+// that batches: it runs them in that order, or, where a far node's stream
+// has lanes, runs each key's ops in that order). It returns the rounds,
+// each to collect by its deadline.
 func startBatch(ctx context.Context, reqs []request) ([]*round, []time.Time) {
 	start := time.Now()
 	rounds := make([]*round, len(reqs))

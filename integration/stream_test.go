@@ -251,12 +251,7 @@ func TestLanesSendWhileABatchIsOut(t *testing.T) {
 	c := newClient(t, Clients(t, Reach(proxies), readmeNodes), redlock.WithAnyNodeCount(), redlock.WithTTL(10*time.Minute))
 	warm(t, c)
 	admin := Admin(t, nodes[0])
-	blocked := func() int {
-		info := admin.Info(t.Context(), "clients").Val()
-		_, rest, _ := strings.Cut(info, "blocked_clients:")
-		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\r\n", 2)[0]))
-		return n
-	}
+	blocked := func() int64 { return infoField(t, admin, "clients", "blocked_clients") }
 	require.NoError(t, admin.Do(t.Context(), "client", "pause", 60_000, "write").Err())
 	t.Cleanup(func() { _ = admin.Do(context.Background(), "client", "unpause").Err() })
 	try := func(key string) chan error {

@@ -88,12 +88,9 @@ func (l *lane) ready(by time.Time) error {
 		cmd = redis.NewCmd(ctx, "info", "server")
 	}
 	err := conn.Process(ctx, noRetry{cmd})
-	if err == nil && l.s.guard {
+	if l.s.guard && (err == nil || wire.IsReply(err)) {
 		info, _ := cmd.Text()
-		var ok bool
-		if l.runID, ok = runID(info); !ok {
-			err = errors.New("redlock: INFO server reports no run_id")
-		}
+		err = l.learnRunID(info, err)
 	}
 	if err != nil {
 		_ = conn.Close()
