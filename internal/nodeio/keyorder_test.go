@@ -105,11 +105,13 @@ func TestLanesNeedBoundedReads(t *testing.T) {
 		want int
 	}{
 		{"defaults", redis.Options{}, min(10*runtime.GOMAXPROCS(0)/4, maxLanes)},
-		{"context", redis.Options{ReadTimeout: -1, ContextTimeoutEnabled: true}, maxLanes},
+		{"context", redis.Options{ReadTimeout: -1, ContextTimeoutEnabled: true}, min(10*runtime.GOMAXPROCS(0)/4, maxLanes)},
 		{"unbounded", redis.Options{ReadTimeout: -1}, 1},
 		{"no deadlines", redis.Options{ReadTimeout: -2}, 1},
 		{"small pool", redis.Options{PoolSize: 6}, 1},
 		{"pool of 8", redis.Options{PoolSize: 8}, 2},
+		{"pool of 32", redis.Options{PoolSize: 32}, 8},
+		{"pool of 100", redis.Options{PoolSize: 100}, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opt.Addr = "127.0.0.1:0"

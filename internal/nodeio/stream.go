@@ -128,11 +128,14 @@ func newStream(client redis.UniversalClient, index int) *stream {
 }
 
 // maxLanes bounds a stream's lanes: each holds a connection of the
-// go-redis client's pool, of which the stream takes at most a quarter. A
+// go-redis client's pool, of which the stream takes at most a quarter
+// (the rest stays for the client's other users). 8 lanes, as many as 8
+// callers on far nodes use (docs/design.md, "Lanes"), need a pool of 32:
+// go-redis's default on 4 CPUs or more. A
 // client whose reads nothing bounds (ReadTimeout -1 or -2 without
 // ContextTimeoutEnabled) has one lane: a lane readying its connection to
 // a node that hangs would wait for it without end, and Close with it.
-const maxLanes = 4
+const maxLanes = 8
 
 // laneReady bounds a lane's readying (lane.ready), as do the deadlines
 // of the calls queued when it was opened: it is of no use to them later.
