@@ -24,17 +24,23 @@ import (
 // infoField reads a numeric field of INFO section on n.
 func infoField(t *testing.T, admin *redis.Client, section, field string) int64 {
 	t.Helper()
-	info, err := admin.Info(t.Context(), section).Result()
+	n, err := readInfoField(t.Context(), admin, section, field)
 	require.NoError(t, err)
+	return n
+}
+
+// readInfoField is infoField for any goroutine: it returns what went wrong.
+func readInfoField(ctx context.Context, admin *redis.Client, section, field string) (int64, error) {
+	info, err := admin.Info(ctx, section).Result()
+	if err != nil {
+		return 0, err
+	}
 	for line := range strings.SplitSeq(info, "\r\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			require.NoError(t, err, line)
-			return n
+			return strconv.ParseInt(v, 10, 64)
 		}
 	}
-	t.Fatalf("INFO %s has no %s", section, field)
-	return 0
+	return 0, fmt.Errorf("INFO %s has no %s", section, field)
 }
 
 // calls reads how many times the server behind admin ran cmd.
