@@ -57,6 +57,10 @@ func TestTakeKeepsEachKeysOrder(t *testing.T) {
 		call(wire.OpAcquirePlain, "e"),           // behind the set on d and e, same batch
 	}
 	other := &lane{s: s}
+	// As if the first batch had just left, however long the test took to
+	// get here: a loaded machine (-race, two CPU hogs) took more than
+	// laneAfter between the take above and the one below.
+	s.out[0].sentAt = time.Now().Add(time.Hour)
 	batch, wait := s.take(other)
 	require.Nil(t, batch, "no other lane sends before the first's batch has been out laneAfter")
 	require.Positive(t, wait)
