@@ -38,12 +38,16 @@ func WithRetry(s RetryStrategy) Option {
 }
 
 // WithMetadata stores information about the holder (host, pid, job id…)
-// with the lock on every node, for Inspect. At most 4 KiB. The default is
-// none. It applies to New, Lock, TryLock and Do.
+// with the lock on every node, for Inspect. At most 4 KiB, not starting
+// with the byte 0x02 (the nodes' mark of a key with waiters). The default
+// is none. It applies to New, Lock, TryLock and Do.
 func WithMetadata(m string) Option {
 	return lockOption("WithMetadata", toClient|toLock, func(c *lockConfig) error {
 		if len(m) > maxMetadataLen {
 			return invalid("metadata is %d bytes, more than %d", len(m), maxMetadataLen)
+		}
+		if strings.HasPrefix(m, "\x02") {
+			return invalid("metadata starts with the byte 0x02, which marks a lock key whose wait queue has had places")
 		}
 		c.meta = m
 		return nil

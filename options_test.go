@@ -28,6 +28,7 @@ func TestOptionValidation(t *testing.T) {
 		{"TTL over the cap", "k", []Option{WithTTL(maxTTL + time.Second)}},
 		{"nil retry", "k", []Option{WithRetry(nil)}},
 		{"metadata too long", "k", []Option{WithMetadata(strings.Repeat("m", maxMetadataLen+1))}},
+		{"metadata starting with the queue's mark", "k", []Option{WithMetadata("\x02host")}},
 		{"empty token", "k", []Option{WithToken("")}},
 		{"token with NUL", "k", []Option{WithToken("a\x00b")}},
 		{"token too long", "k", []Option{WithToken(strings.Repeat("t", maxTokenLen+1))}},

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // A candidate's grant announces it (docs/election.md, "Announced by its
@@ -48,7 +49,7 @@ func TestElectionGrantAnnounces(t *testing.T) {
 			}
 			return err == nil
 		})
-		_, meta, _ := strings.Cut(v, "\x00")
+		_, meta, _ := strings.Cut(wire.Unmark(v), "\x00")
 		if meta != term+".1~ v" && meta != term+".1 v" {
 			t.Errorf("node %d shows %q, want term %s", i, meta, term)
 		}
@@ -127,7 +128,7 @@ func TestElectionWriteBackTerm(t *testing.T) {
 	proclaimed := 0
 	for _, n := range nodes {
 		v, _ := Admin(t, n).Get(ctx, RedisKey("election:"+name)).Result()
-		if _, meta, _ := strings.Cut(v, "\x00"); meta == strconv.FormatUint(ld.Term(), 10)+".1 v" {
+		if _, meta, _ := strings.Cut(wire.Unmark(v), "\x00"); meta == strconv.FormatUint(ld.Term(), 10)+".1 v" {
 			proclaimed++
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // The multi-key lock against real redis-server: every key of a set or
@@ -43,7 +44,8 @@ func nodeValues(ctx context.Context, admin *redis.Client, keys []string) ([]stri
 	}
 	out := make([]string, len(vals))
 	for i, v := range vals {
-		out[i], _ = v.(string)
+		s, _ := v.(string)
+		out[i] = wire.Unmark(s) // a key with waiters is marked on its own
 	}
 	return out, true
 }

@@ -55,8 +55,11 @@ func commandStat(t testing.TB, admin *redis.Client, field string) map[string]int
 // TryLock sends each node one SET (NX PX) and no script, once the
 // node's connection has run a script (its first acquire is the script, so
 // that a node that refuses scripts refuses the lock); Unlock is one
-// EVALSHA. A connection is renewed every 4 s, and each renewal's first
-// acquire is a script again, so a slow machine may see a few.
+// EVALSHA, which runs no EXISTS for the key's queue: the holder's value
+// would say if the queue had places (wire.Queued). A connection is
+// renewed every 4 s, and each renewal's first acquire is a script again
+// (whose free-key path does look for a queue), so a slow machine may see
+// a few.
 func TestUncontendedAcquireIsOneSet(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	needsOwnServers(t, nodes[0]) // the counts must be this test's alone
@@ -95,6 +98,9 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 		if set+scripted != cycles || set < cycles-5 {
 			t.Errorf("%s: %d plain acquires and %d scripted ones in %d cycles; want them all but a few plain (%v)", n.Addr, set, scripted, cycles, calls)
 		}
+		if calls["exists"] > scripted {
+			t.Errorf("%s: %d EXISTS in %d cycles with %d scripted acquires: the releases looked for a queue (%v)", n.Addr, calls["exists"], cycles, scripted, calls)
+		}
 	}
 }
 
@@ -130,7 +136,7 @@ func TestPlainAcquireKeepsTheQueue(t *testing.T) {
 	for _, n := range nodes { // Unlock returns at a majority: wait for the rest
 		waitUntil(t, 30*time.Second, "the release on "+n.Addr, func() bool {
 			v, err := Admin(t, n).Get(ctx, RedisKey(key)).Result()
-			if err != nil || !wire.IsReserved(v) && v != l.Token() {
+			if err != nil || !wire.IsReserved(v) && wire.Unmark(v) != l.Token() {
 				t.Fatalf("%s: the released key is %q (%v), want it reserved for the queue", n.Addr, v, err)
 			}
 			return wire.IsReserved(v)
@@ -335,5 +341,55 @@ func TestFencedSweepReadsTheQueue(t *testing.T) {
 			}
 			t.Fatalf("TryAcquire (%d options) while zz.1 waits first: %v, want ErrNotObtained", len(opts), err)
 		}
+	}
+}
+
+// TestQueuedMarkIsTheNodesOwn: a waiter's place in a held key's queue
+// marks the holder's value on every node (wire.Queued), which is what
+// its release reads to find the queue; Inspect still shows the holder's
+// metadata as it was set, and the release hands the key to the waiter.
+func TestQueuedMarkIsTheNodesOwn(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	ctx := t.Context()
+	a := newClient(t, Clients(t, nodes, nil), redlock.WithMetadata("host-a"))
+	b := newClient(t, Clients(t, nodes, nil))
+	l, err := a.TryLock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if v, _ := Admin(t, n).Get(ctx, RedisKey(key)).Result(); wire.IsQueued(v) {
+			t.Fatalf("%s: %q marked before anyone waited", n.Addr, v)
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		wl, err := b.Lock(ctx, key)
+		if err == nil {
+			err = wl.Unlock(context.Background())
+		}
+		got <- err
+	}()
+	for _, n := range nodes {
+		waitUntil(t, 30*time.Second, "the waiter's mark on "+n.Addr, func() bool {
+			v, _ := Admin(t, n).Get(ctx, RedisKey(key)).Result()
+			return wire.IsQueued(v) && wire.Unmark(v) == l.Token()+"\x00host-a"
+		})
+	}
+	st, err := a.Inspect(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range st.Nodes {
+		if !ns.Held || ns.Metadata != "host-a" || ns.Holder != st.Nodes[0].Holder {
+			t.Errorf("%s: held %v by %q with metadata %q, want held by %q with %q", ns.Node, ns.Held, ns.Holder, ns.Metadata, st.Nodes[0].Holder, "host-a")
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
 	}
 }

@@ -52,15 +52,16 @@ func acquireFencedScript(check, announce string) string {
 	if check == "" && announce == "" {
 		fast = fastFencedLua
 	}
-	return fenceLua + fast + `
+	return fenceLua + fast + markLua + `
 local v = redis.call('GET', KEYS[1])
 local since = '' -- a reservation's: the release the key has been free since (see queueLua)
 if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
 local code = 1
+local queued = false -- places are left in the key's queue: the value is marked (Queued)
 if not v then` + check + gateIf(7) + `
 else
 	if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
-		code = 2
+		code, queued = 2, marked(v)
 	else` + requeueIf(7) + `
 		local nul = string.find(v, '\0', 1, true)
 		if nul then v = string.sub(v, 1, nul - 1) end
@@ -70,6 +71,7 @@ end
 local f = fence({KEYS[2]})
 if type(f) == 'table' then return f end
 local term, val = string.format('%.0f', f), ARGV[2]` + announce + `
+if queued then val = addMark(val) end
 redis.call('SET', KEYS[2], term)
 redis.call('SET', KEYS[1], val, 'PX', ARGV[3])
 return {code, f}

@@ -143,9 +143,9 @@ var acquireMultiFencedSrc = acquireMultiScript(true)
 // ours) skips the queues, as acquireSrc's does.
 func acquireMultiScript(fenced bool) string {
 	argv := 4
-	pre, grant := multiLua+expireAtLua, `
+	pre, grant := multiLua+expireAtLua+markLua, `
 local at = expireAt(ARGV[3])
-for _, k in ipairs(KEYS) do redis.call('SET', k, ARGV[2], 'PXAT', at) end
+for i, k in ipairs(KEYS) do redis.call('SET', k, queued[i] and addMark(ARGV[2]) or ARGV[2], 'PXAT', at) end
 if again then return 2 end
 return 1
 `
@@ -160,7 +160,7 @@ if type(f) == 'table' then return f end
 local at = expireAt(ARGV[3])
 for i, k in ipairs(KEYS) do
 	redis.call('SET', counters[i], string.format('%.0f', f))
-	redis.call('SET', k, ARGV[2], 'PXAT', at)
+	redis.call('SET', k, queued[i] and addMark(ARGV[2]) or ARGV[2], 'PXAT', at)
 end
 if again then return {2, f} end
 return {1, f}
@@ -169,12 +169,16 @@ return {1, f}
 	id, ticket, lease := placeArgv(argv)
 	return pre + `
 local refused, again, reserved = free()
+local queued = {} -- by key: places are left in its queue, or it was ours and marked: the value is marked (Queued)
 if (reserved or ` + ticket + ` ~= '0') and not again then
 ` + queueLua + gateAllLua + `
 	local r = gateAll(` + id + `, ` + ticket + `, ` + lease + `, refused)
 	if r then return r end
+	for i, k in ipairs(KEYS) do queued[i] = redis.call('EXISTS', k .. ':queue') == 1 end
 elseif refused then
 	return refused
+elseif again then
+	for i, k in ipairs(KEYS) do queued[i] = marked(redis.call('GET', k)) end
 end` + grant
 }
 
@@ -217,6 +221,7 @@ local function gateAll(id, ticket, lease, refused)
 				lefts[i] = tonumber(lease)
 			end
 			local v = hs[i] and redis.call('GET', k)
+			if ticket ~= '0' then mark(k, v) end -- our place waits for its holder, if any
 			local keep = ticket ~= '0' and math.max(lefts[i], tonumber(lease)) or lefts[i] -- its own place is refreshed too
 			if hs[i] and (not v or string.byte(v) == 0) then reserve(keep, k, v and string.sub(v, 2)) end
 		else
@@ -260,6 +265,7 @@ for i, k in ipairs(KEYS) do
 	if leaving then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
 	local h, hl = head(q, l, t)
 	local v = redis.call('GET', k)
+	if not leaving then mark(k, v) end
 	local p = v and redis.call('PTTL', k) or -2
 	local reserved = v and string.byte(v) == 0
 	local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since

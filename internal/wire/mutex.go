@@ -13,16 +13,17 @@ var acquireSrc = acquireScript("")
 
 // acquireScript is acquireSrc with check run first where the key is free.
 func acquireScript(check string) string {
-	return `
+	return markLua + `
 local v = redis.call('GET', KEYS[1])
 local since = '' -- a reservation's: the release the key has been free since (see queueLua)
 if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
+local queued = false -- places are left in the key's queue: the value is marked (Queued)
 if not v then` + check + gateIf(4) + `
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	redis.call('SET', KEYS[1], queued and addMark(ARGV[2]) or ARGV[2], 'PX', ARGV[3])
 	return 1
 end
 if v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0' then
-	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	redis.call('SET', KEYS[1], marked(v) and addMark(ARGV[2]) or ARGV[2], 'PX', ARGV[3])
 	return 2
 end` + requeueIf(4) + `
 local nul = string.find(v, '\0', 1, true)
@@ -69,7 +70,7 @@ if ARGV[2] ~= '0' then
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
 	return 1
 end
-if redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
+if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key's queue while we held it
 ` + queueLua + `
 	local q, l = qkeys()
 	local h, left = head(q, l, now())

@@ -76,8 +76,28 @@ local function now()
 end
 `
 
+// markLua defines marked(v), whether a holder's value v carries Queued
+// (see Queued), and addMark(v), v with it (v unmarked). The scripts that
+// set a key to a holder's value use them: a grant that leaves places in
+// the key's queue, and one that keeps a value's mark (re-entry, a
+// proclamation).
+const markLua = `
+local function marked(v)
+	local nul = string.find(v, '\0', 1, true)
+	return nul ~= nil and string.byte(v, nul + 1) == 2
+end
+local function addMark(v)
+	local nul = string.find(v, '\0', 1, true)
+	if not nul then return v .. '\0\2' end
+	return string.sub(v, 1, nul) .. '\2' .. string.sub(v, nul + 1)
+end
+`
+
 // queueFnsLua is queueLua but for now(), which must be defined before it.
-const queueFnsLua = `
+const queueFnsLua = markLua + `
+local function mark(k, v) -- k's value v, if a holder's: marked, since its queue has a place
+	if v and string.byte(v) ~= 0 and not marked(v) then redis.call('SET', k, addMark(v), 'KEEPTTL') end
+end
 local function qkeys(k)
 	k = k or KEYS[1]
 	return k .. ':queue', k .. ':lease'
@@ -203,6 +223,7 @@ func gateIf(i int) string {
 ` + queueLua + gateLua + `
 		local refused = gate(` + id + `, ` + ticket + `, ` + lease + `)
 		if refused then return refused end
+		queued = redis.call('EXISTS', KEYS[1] .. ':queue') == 1 -- others wait: the grant is marked
 	end
 `
 }
@@ -222,6 +243,7 @@ func requeueIf(i int) string {
 ` + queueLua + `
 		local q, l = qkeys()
 		enqueue(q, l, now(), ` + id + `, ` + ticket + `, tonumber(` + lease + `))
+		mark(KEYS[1], v)
 	end
 `
 }
@@ -248,6 +270,7 @@ local v, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
 local reserved = v and string.byte(v) == 0
 local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
 if reserved then v, pttl = false, -2 end
+if ARGV[2] ~= '0' then mark(KEYS[1], v) end
 local writerFree = pttl == -2
 if writerFree and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 then
 	local r = readers(t)

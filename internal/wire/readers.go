@@ -70,6 +70,7 @@ local function refuse(reply)
 end
 local v = redis.call('GET', KEYS[1])
 if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue's, checked below)
+	if ticket ~= '0' then mark(KEYS[1], v) end -- our place waits for it
 	local nul = string.find(v, '\0', 1, true)
 	if nul then v = string.sub(v, 1, nul - 1) end
 	return refuse({-1 - redis.call('PTTL', KEYS[1]), v})
@@ -109,6 +110,7 @@ local rv = pttl ~= -2 and redis.call('GET', KEYS[1])
 local reserved = rv and string.byte(rv) == 0
 local since = reserved and string.sub(rv, 2) or '' -- the release the key has been free since
 if reserved then pttl = -2 end
+if ARGV[2] ~= '0' then mark(KEYS[1], rv) end
 local busy = pttl == -2 and redis.call('EXISTS', KEYS[1] .. ':readers') == 1 and readers(t) > 0
 if pttl == -2 and not busy and h then
 	reserve(left, nil, since)

@@ -313,7 +313,7 @@ func inspectReply(reply []any, err error) Result {
 		res.WaitingReaders = int(n)
 	}
 	if value, held := reply[0].(string); held {
-		res.Status, res.Value, res.PTTL = StatusHeld, value, time.Duration(pttl)*time.Millisecond
+		res.Status, res.Value, res.PTTL = StatusHeld, Unmark(value), time.Duration(pttl)*time.Millisecond
 		if pttl < 0 {
 			res.PTTL = -1
 		}

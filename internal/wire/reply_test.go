@@ -79,3 +79,24 @@ func TestKeyHolder(t *testing.T) {
 		t.Errorf("a reply without holders: %+v, KeyHolder(1) = %q", five, five.KeyHolder(1))
 	}
 }
+
+// TestUnmark: the Queued mark comes off a holder's value, with or without
+// metadata, and nothing else does.
+func TestUnmark(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"tok", "tok"},
+		{"tok\x00meta", "tok\x00meta"},
+		{"tok\x00\x02", "tok"},
+		{"tok\x00\x02meta", "tok\x00meta"},
+		{"tok\x00\x02meta\x00\x02", "tok\x00meta\x00\x02"},
+		{"\x00since", "\x00since"}, // a reservation is not a holder's value
+		{"", ""},
+	} {
+		if got := Unmark(tc.in); got != tc.want {
+			t.Errorf("Unmark(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if queued := tc.in != tc.want; IsQueued(tc.in) != queued {
+			t.Errorf("IsQueued(%q) = %v, want %v", tc.in, !queued, queued)
+		}
+	}
+}

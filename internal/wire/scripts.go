@@ -37,6 +37,39 @@ const Reserved = "\x00"
 // IsReserved reports whether a key's value v is a reservation (Reserved).
 func IsReserved(v string) bool { return strings.HasPrefix(v, Reserved) }
 
+// Queued marks a holder's value whose key has had places in its wait
+// queue while it was held: the byte 2 right after the token's NUL
+// ("token\x00\x02" without metadata, "token\x00\x02metadata" with
+// it). A script that puts a place in a held key's queue marks the
+// holder's value (markLua), a grant that leaves places behind sets it
+// marked, and re-entry and a proclamation keep the mark, so that the
+// release reads the queue only where the value says there is one: the
+// uncontended release runs GET and DEL, not a third command for the
+// queue (docs/design.md, "The uncontended acquire"). Owner checks read
+// the token up to the NUL, so the mark changes none of them, nor what an
+// older Client's scripts see. Metadata never starts with the byte
+// (WithMetadata refuses it), so the mark is never misread.
+const Queued = "\x00\x02"
+
+// Unmark returns a holder's value v without its Queued mark, as it was
+// set.
+func Unmark(v string) string {
+	i := strings.IndexByte(v, 0)
+	if i < 0 || !strings.HasPrefix(v[i:], Queued) {
+		return v
+	}
+	if len(v) == i+len(Queued) {
+		return v[:i]
+	}
+	return v[:i+1] + v[i+len(Queued):]
+}
+
+// IsQueued reports whether a holder's value v carries the Queued mark.
+func IsQueued(v string) bool {
+	i := strings.IndexByte(v, 0)
+	return i > 0 && strings.HasPrefix(v[i:], Queued)
+}
+
 // script is a Lua script with its SHA1, boxed once so that building a call's
 // arguments does not allocate for them.
 type script struct {
