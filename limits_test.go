@@ -82,6 +82,8 @@ var limits = []limit{
 		func(c *Client) error { return made(c.Semaphore(long(1018), 8)) }, func(c *Client) error { return made(c.Semaphore(long(1019), 8)) }},
 	{"`WithMetadata`", "4,096 bytes", "metadata is 4097 bytes, more than 4096",
 		tryLock("k", WithMetadata(long(4096))), tryLock("k", WithMetadata(long(4097)))},
+	{"`WithMetadata`'s first byte", "any but 0x02 (the mark of a key with waiters)", "metadata starts with the byte 0x02, which marks a lock key whose wait queue has had places",
+		tryLock("k", WithMetadata("\x01host")), tryLock("k", WithMetadata("\x02host"))},
 	{"an election's value (`Campaign`, `Lead`, `Proclaim`)", "4,075 bytes (it shares the metadata with the term)", "value is 4076 bytes, more than 4075",
 		campaign(long(4075)), campaign(long(4076))},
 	{"`WithToken`", "1 to 256 bytes, no NUL byte", "token is 257 bytes, more than 256",
