@@ -3,6 +3,8 @@ package redlock
 import (
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // WithTTL sets how long a lock lives on the nodes unless extended: at least
@@ -46,7 +48,7 @@ func WithMetadata(m string) Option {
 		if len(m) > maxMetadataLen {
 			return invalid("metadata is %d bytes, more than %d", len(m), maxMetadataLen)
 		}
-		if strings.HasPrefix(m, "\x02") {
+		if strings.HasPrefix(m, wire.Queued[1:]) { // it would read as the mark after the token's NUL
 			return invalid("metadata starts with the byte 0x02, which marks a lock key whose wait queue has had places")
 		}
 		c.meta = m

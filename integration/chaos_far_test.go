@@ -110,33 +110,21 @@ func farFault(t *testing.T, nodes []*Node, proxies []*Proxy) {
 	p.Latency(t, 3, 1)
 }
 
-// sampleConnections reads node's connected_clients every 10 ms, directly
-// (a client of its own), until the returned stop is called, which returns
-// the largest count it read (its own connection included).
+// sampleConnections reads node's connected_clients every 10 ms, through
+// readNodesEvery's client of its own, until the returned stop is called,
+// which returns the largest count it read (that client's connection
+// included).
 func sampleConnections(node *Node) (stop func() int64) {
-	admin := redis.NewClient(&redis.Options{Addr: node.Addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
 	var most int64
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-quit:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			n, err := readInfoField(ctx, admin, "clients", "connected_clients")
-			cancel()
-			if err == nil && n > most {
-				most = n
-			}
+	stopReads := readNodesEvery([]*Node{node}, 10*time.Millisecond, func(ctx context.Context, admin *redis.Client, _ *Node) ([]string, bool) {
+		n, err := readInfoField(ctx, admin, "clients", "connected_clients")
+		if err == nil && n > most {
+			most = n
 		}
-	}()
+		return nil, err == nil
+	})
 	return func() int64 {
-		close(quit)
-		<-done
-		_ = admin.Close()
+		stopReads()
 		return most
 	}
 }
