@@ -235,6 +235,34 @@ func TestDeadWaiterLapses(t *testing.T) {
 	})
 }
 
+// TestDeadQueueExpires: the keys of a queue whose waiters all died
+// expire within two leases of the last place set, on every node, with the
+// key its places reserved: a place set where less than a lease is left
+// sets two (internal/wire's enqueue), so that most looks leave the TTL
+// alone. Without a TTL the keys would stay for ever; with one of a lease
+// only, every look would pay two PEXPIREs.
+func TestDeadQueueExpires(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	const lease = 300 * time.Millisecond
+	_, latest := placeGhost(t, nodes, key, lease)
+	q, l := queueKeys(key)
+	for _, n := range nodes {
+		for _, k := range []string{q, l} {
+			pttl := Admin(t, n).PTTL(t.Context(), k).Val()
+			if pttl <= lease || pttl > 2*lease {
+				t.Fatalf("%s: PTTL of %s %v, want in (%v, %v]", n.Addr, k, pttl, lease, 2*lease)
+			}
+		}
+	}
+	time.Sleep(time.Until(latest.Add(lease)) + 20*time.Millisecond) // node clocks are this host's
+	for _, n := range nodes {
+		if left := Admin(t, n).Exists(t.Context(), q, l, RedisKey(key)).Val(); left != 0 {
+			t.Errorf("%s: %d of the dead queue's keys left two leases after its last place", n.Addr, left)
+		}
+	}
+}
+
 // TestDisagreeingQueuesHeal: three waiters queue on three nodes, then each
 // node loses two of the three places, so that each node has a different
 // waiter first and no release can name one waiter on a majority. Every
