@@ -80,6 +80,61 @@ type fairRound struct {
 	// ServerCPU: the servers' CPU time per acquisition (see env.cpu), what the
 	// primitive's hand-offs cost the nodes (every script, look and notice).
 	ServerCPU time.Duration
+	// Kinds: a read-write lock's gaps by what they follow (nil for the
+	// other primitives).
+	Kinds *rwKinds `json:",omitempty"`
+}
+
+// rwKinds splits a read-write lock's hand-off gaps by the holding whose
+// release started them and the acquisition they end in, and counts the
+// readers one writer's release let in: a writer's gap after readers
+// starts at the last reader's release, and a batch's readers each have a
+// gap from the same writer's release.
+type rwKinds struct {
+	Batch                        float64 // readers let in per writer's release that let any in
+	ToReaders, ToWriter, Writers gapPair // writer → reader, reader → writer, writer → writer
+}
+
+// gapPair is a set of gaps' p50 and p99 (zero: none).
+type gapPair struct{ P50, P99 time.Duration }
+
+func pairOf(gaps []time.Duration) gapPair {
+	if len(gaps) == 0 {
+		return gapPair{}
+	}
+	g := sorted(gaps)
+	return gapPair{pct(g, 0.50), pct(g, 0.99)}
+}
+
+// splitKinds is rwKinds of a round's acquisitions, their gaps' starts
+// (from) set; nil where no reader took part.
+func splitKinds(acqs []*fairAcq) *rwKinds {
+	var toR, toW, ww []time.Duration
+	batches := map[time.Time]int{}
+	for i, a := range acqs {
+		if a.from.IsZero() {
+			continue
+		}
+		j := slices.IndexFunc(acqs[:i], func(b *fairAcq) bool { return b.released.Equal(a.from) })
+		byReader := j >= 0 && acqs[j].reader
+		switch gap := a.got.Sub(a.from); {
+		case a.reader:
+			toR = append(toR, gap)
+			batches[a.from]++
+		case byReader:
+			toW = append(toW, gap)
+		default:
+			ww = append(ww, gap)
+		}
+	}
+	if len(toR) == 0 && len(toW) == 0 {
+		return nil
+	}
+	k := &rwKinds{ToReaders: pairOf(toR), ToWriter: pairOf(toW), Writers: pairOf(ww)}
+	if len(batches) > 0 {
+		k.Batch = float64(len(toR)) / float64(len(batches))
+	}
+	return k
 }
 
 // fairAcq is one acquisition in a fairness round.
@@ -277,6 +332,7 @@ func (f *fairness) figures(n int, d time.Duration, failed int64) fairRound {
 	if len(alones) > 0 {
 		r.AloneGap99 = pct(sorted(alones), 0.99)
 	}
+	r.Kinds = splitKinds(acqs)
 	return r
 }
 

@@ -325,4 +325,23 @@ func (r *results) fairnessSection(p func(format string, args ...any)) {
 	for _, f := range r.Fairness {
 		p("| %s | %.0f | %.2f | %.1f%% | %.2f | %s | %s | %d | %.0f%% | %s | %s |\n", f.Name, f.PerSec, f.Attempts, 100*f.InOrder, f.Least, fmtDur(f.GapP50), fmtDur(f.GapP99), f.Errors, 100*f.Alone, fmtDur(f.AloneGap99), fmtDur(f.ServerCPU))
 	}
+	r.kindsTable(p)
+}
+
+// kindsTable splits the read-write rows' gaps by what they follow.
+func (r *results) kindsTable(p func(format string, args ...any)) {
+	first := true
+	pair := func(g gapPair) string { return fmtDur(g.P50) + " / " + fmtDur(g.P99) }
+	for _, f := range r.Fairness {
+		if f.Kinds == nil {
+			continue
+		}
+		if first {
+			p("\nThe read-write lock's gaps by what they follow (p50 / p99, medians over the rounds): a writer's release lets in the readers queued at the front, each with a gap from that release (*readers let in*: how many, on average, where any were); a writer after readers waits from the last reader's release.\n\n")
+			p("| primitive | readers let in per writer's release | writer → readers | readers → writer | writer → writer |\n| --- | --- | --- | --- | --- |\n")
+			first = false
+		}
+		k := f.Kinds
+		p("| %s | %.1f | %s | %s | %s |\n", f.Name, k.Batch, pair(k.ToReaders), pair(k.ToWriter), pair(k.Writers))
+	}
 }

@@ -54,7 +54,28 @@ func summarizeFairness(name string, rs []fairRound) fairRow {
 		errs += f.Errors
 	}
 	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least),
-		GapP50: median(g50), GapP99: median(g99), Alone: median(alone), AloneGap99: median(a99), Errors: errs, ServerCPU: median(cpu)}}
+		GapP50: median(g50), GapP99: median(g99), Alone: median(alone), AloneGap99: median(a99), Errors: errs, ServerCPU: median(cpu),
+		Kinds: summarizeKinds(rs)}}
+}
+
+// summarizeKinds is the medians over the rounds of a read-write lock's
+// gaps by kind (nil for a primitive without readers).
+func summarizeKinds(rs []fairRound) *rwKinds {
+	var batch []float64
+	var d [6][]time.Duration
+	for _, f := range rs {
+		if k := f.Kinds; k != nil {
+			batch = append(batch, k.Batch)
+			for i, v := range []time.Duration{k.ToReaders.P50, k.ToReaders.P99, k.ToWriter.P50, k.ToWriter.P99, k.Writers.P50, k.Writers.P99} {
+				d[i] = append(d[i], v)
+			}
+		}
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	return &rwKinds{Batch: median(batch), ToReaders: gapPair{median(d[0]), median(d[1])},
+		ToWriter: gapPair{median(d[2]), median(d[3])}, Writers: gapPair{median(d[4]), median(d[5])}}
 }
 
 type cycleRow struct {

@@ -146,3 +146,28 @@ func TestFailoverTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitKinds: a writer's release lets in two readers, a writer follows
+// them from the last reader's release, and another writer follows it.
+func TestSplitKinds(t *testing.T) {
+	at := func(ms int) time.Time { return time.UnixMilli(int64(ms)) }
+	k := []string{"k"}
+	w1 := &fairAcq{w: 0, keys: k, start: at(0), got: at(1), released: at(10)}
+	r1 := &fairAcq{w: 1, keys: k, reader: true, start: at(2), got: at(11), released: at(13)}
+	r2 := &fairAcq{w: 2, keys: k, reader: true, start: at(3), got: at(12), released: at(14)}
+	w2 := &fairAcq{w: 3, keys: k, start: at(4), got: at(17), released: at(20)}
+	w3 := &fairAcq{w: 0, keys: k, start: at(11), got: at(24), released: at(30)}
+	f := &fairness{acqs: []*fairAcq{w1, r1, r2, w2, w3}}
+	r := f.figures(4, time.Second, 0)
+	want := &rwKinds{Batch: 2,
+		ToReaders: gapPair{time.Millisecond, 2 * time.Millisecond},
+		ToWriter:  gapPair{3 * time.Millisecond, 3 * time.Millisecond},
+		Writers:   gapPair{4 * time.Millisecond, 4 * time.Millisecond}}
+	if r.Kinds == nil || *r.Kinds != *want {
+		t.Fatalf("kinds %+v, want %+v", r.Kinds, want)
+	}
+	w4 := &fairAcq{w: 1, keys: k, start: at(5), got: at(12), released: at(15)}
+	if m := (&fairness{acqs: []*fairAcq{w1, w4}}).figures(2, time.Second, 0); m.GapP50 == 0 || m.Kinds != nil {
+		t.Fatalf("a mutex's round: gap p50 %v, kinds %+v; want a gap and no kinds", m.GapP50, m.Kinds)
+	}
+}
