@@ -7,6 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -139,4 +142,53 @@ func TestRWMutexReaderNotStarved(t *testing.T) {
 		require.LessOrEqual(t, time.Since(asked), 20*time.Millisecond, "the reader waited past the writers ahead of it")
 		require.NoError(t, r.Unlock(ctx))
 	})
+}
+
+// TestReaderAcquireScript pins what a reader's acquire script answers, on
+// a real redis-server: a reader whose place the node lost is put back
+// where its ticket says (let in ahead of a later writer, refused behind
+// an earlier one, its place kept), a queued reader refused by a writer
+// holding has its place refreshed, a lapsed entry of a reader's token is
+// not re-entry, and a live one is.
+func TestReaderAcquireScript(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: redistest.Start(t, 1)[0].Addr})
+	t.Cleanup(func() { _ = rc.Close() })
+	ctx := t.Context()
+	const lease, ttl = time.Minute, time.Minute
+	run := func(o *wire.Op) any {
+		o.Encode()
+		v, err := rc.Do(ctx, o.EvalArgs(0)...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	reader := func(key, token, id string, ticket int64) *wire.Op {
+		o := wire.NewOp(wire.OpAcquire, key, token, token, ttl)
+		o.Mode = wire.ModeRead
+		if id != "" {
+			o.Place = &wire.Place{ID: id, Ticket: ticket, Lease: lease}
+		}
+		return o
+	}
+	queueOf := func(key string) []string { return rc.ZRange(ctx, key+":queue", 0, -1).Val() }
+	key := "redlock:{readers}"
+	w := wire.NewOp(wire.OpQueue, key, "", "", 0)
+	w.Mode, w.Place, w.Wake = wire.ModeWrite, &wire.Place{ID: "w.1", Ticket: 200, Lease: lease}, "redlock:wake:"
+	run(w)
+	require.Equal(t, int64(1), run(reader(key, "r1", "a.r1", 100)), "a lost place ahead of the writer: let in")
+	got := run(reader(key, "r2", "b.r2", 300))
+	require.Equal(t, "w.1", got.([]any)[2], "a lost place behind the writer: refused, naming it")
+	require.Equal(t, []string{"w.1", "b.r2"}, queueOf(key), "the refused reader's place is back behind the writer")
+
+	held := "redlock:{held}"
+	require.NoError(t, rc.Set(ctx, held, "wtoken", ttl).Err())
+	got = run(reader(held, "r3", "c.r3", 100))
+	require.Equal(t, "wtoken", got.([]any)[1], "a writer holds: refused, naming its token")
+	require.Equal(t, []string{"c.r3"}, queueOf(held), "the refused reader's place is kept")
+
+	lapsed := "redlock:{lapsed}"
+	require.NoError(t, rc.ZAdd(ctx, lapsed+":readers", redis.Z{Score: 1, Member: "r4"}).Err())
+	require.Equal(t, int64(1), run(reader(lapsed, "r4", "", 0)), "a lapsed entry of the token: a new reader")
+	require.Equal(t, int64(2), run(reader(lapsed, "r4", "", 0)), "a live one: re-entry")
 }
