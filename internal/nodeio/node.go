@@ -132,7 +132,9 @@ func (n *Node) shard(master *redis.Client) *stream {
 
 // Watch runs one subscription on the node. go-redis reconnects it
 // by itself after a failure; notices published meanwhile are lost, which the
-// waiters' timers cover.
+// waiters' timers cover. ready is called at each confirmation: the first,
+// and each after a reconnect (which a restart of the server causes), before
+// any notice that came on the new connection.
 func (n *Node) Watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -153,8 +155,15 @@ func (n *Node) Watch(channel string, deliver func(channel, payload string), read
 		if _, err := sub.Receive(ctx); err == nil {
 			ready()
 		}
-		for m := range sub.Channel() {
-			deliver(m.Channel, m.Payload)
+		for m := range sub.ChannelWithSubscriptions() {
+			switch m := m.(type) {
+			case *redis.Message:
+				deliver(m.Channel, m.Payload)
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					ready()
+				}
+			}
 		}
 	}()
 	return func() {
