@@ -37,6 +37,7 @@ type fakeNode struct {
 	acqGate     chan struct{} // acquires (only) wait for it to close
 	amnesia     bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
 	noNotices   bool          // the node's notices reach nobody
+	readies     []func()      // its subscriptions' confirmations, which a restart repeats (see restartMem)
 	releaseErrs []error       // ctx.Err() seen by each release call
 	// variant, if set, may name another script source for an op: a mutant
 	// (see lenientWriteBack and sim_mutants_test.go); "" runs the op's own.
@@ -277,6 +278,9 @@ func (n *fakeNode) setErr(err error) {
 
 // Watch subscribes to the node's channel; it is confirmed at once.
 func (n *fakeNode) Watch(channel string, deliver func(channel, payload string), ready func()) (stop func()) {
+	n.mu.Lock()
+	n.readies = append(n.readies, ready)
+	n.mu.Unlock()
 	stop = n.mem.Subscribe(channel, func(ch, payload string) {
 		n.mu.Lock()
 		quiet := n.noNotices
@@ -344,7 +348,20 @@ func (n *fakeNode) releases() int {
 
 // restart makes the node a new process that kept nothing: a new run_id and
 // no keys, as a restart without persistence.
-func (n *fakeNode) restart() { n.mem.Restart(false) }
+func (n *fakeNode) restart() { n.restartMem(false) }
+
+// restartMem restarts the node, with its keys kept or not. A restart
+// closes every connection: each subscription is confirmed again (as the
+// Clients' reconnect), before any notice of the restarted node.
+func (n *fakeNode) restartMem(keep bool) {
+	n.mu.Lock()
+	readies := slices.Clone(n.readies)
+	n.mu.Unlock()
+	for _, ready := range readies {
+		ready()
+	}
+	n.mem.Restart(keep)
+}
 
 var errFakeDown = errors.New("fake: connection refused")
 

@@ -41,6 +41,11 @@ type handoff struct {
 	nready  atomic.Int32
 	last    int64 // the last ticket issued
 	seq     int   // waiters made
+	// Per node (letin.go): whether its subscription was confirmed, and
+	// when it was last confirmed again (a reconnect: maybe a restart).
+	confirmed    []atomic.Bool
+	resubscribed []atomic.Int64       // UnixNano, 0: never
+	abandoned    map[string]time.Time // let-in waiters that ended without the lock, to when
 }
 
 type waitQueue struct {
@@ -89,11 +94,16 @@ type waiter struct {
 	mustLook    bool                 // a set's: woken while blocked was not empty
 	soon        *time.Timer          // a set's: wakes it to look (see lookSoon)
 	freed       map[string]time.Time // a set's: when each key's release last reached it
+	admission                        // a reader's admissions by writers' releases (letin.go)
 }
 
 // judgeReply is a poll's judge: for if w is first and the key free,
 // otherwise against (the key held, or another waiter first).
 func (w *waiter) judgeReply(_ int, r wire.Result) wire.Result {
+	if r.Head == wire.LetIn { // let in: the reader attempts, if its notices did not hold
+		r.Status = wire.StatusOK
+		return r
+	}
 	if r.Status == wire.StatusAbsent { // the key is free
 		r.Status = wire.StatusQueued
 		if r.Head == w.ID {
@@ -109,11 +119,19 @@ func (h *handoff) init(c *Client) {
 	h.wakeArg = c.cfg.prefix + wakeInfix
 	h.queues = make(map[string]*waitQueue)
 	h.ready = make(chan struct{})
+	h.confirmed = make([]atomic.Bool, len(c.nodes))
+	h.resubscribed = make([]atomic.Int64, len(c.nodes))
 }
 
-// subscribed is called once per node that confirmed the subscription
-// (by a fake node, inside watch: it takes no lock).
-func (h *handoff) subscribed() {
+// subscribed is called each time node i confirms the subscription (by a
+// fake node, inside watch: it takes no lock). A confirmation after the
+// first is a reconnect, which a restart of the node also causes: see
+// countsFrom.
+func (h *handoff) subscribed(i int) {
+	if h.confirmed[i].Swap(true) {
+		h.resubscribed[i].Store(time.Now().UnixNano())
+		return
+	}
 	if int(h.nready.Add(1)) == h.c.quorum() {
 		close(h.ready)
 	}
@@ -161,23 +179,33 @@ func (q *waitQueue) busy() bool {
 
 // join registers a new waiter for t, with a ticket above every ticket
 // this Client issued before, and starts the subscriptions on first use.
-func (h *handoff) join(t target) *waiter {
+// A reader with a token of its own (WithToken) is not let in: it would
+// hold by its place's ID.
+func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.started {
 		h.started = true
 		channel := h.c.cfg.prefix + wakeInfix + h.id
-		for _, n := range h.c.nodes {
-			h.stops = append(h.stops, n.Watch(channel, h.notice, h.subscribed))
+		for i, n := range h.c.nodes {
+			h.stops = append(h.stops, n.Watch(channel, func(_, p string) { h.notice(i, p) }, func() { h.subscribed(i) }))
 		}
 	}
 	h.last = max(time.Now().UnixMicro(), h.last+1)
 	h.seq++
 	id := h.id + "." + strconv.Itoa(h.seq)
-	if t.mode == wire.ModeRead {
-		id = h.id + ".r" + strconv.Itoa(h.seq) // the scripts tell readers by it (see wire's queueLua)
+	letIn := t.mode == wire.ModeRead && lc.token == ""
+	switch {
+	case letIn: // the scripts tell readers, and those a release may let in, by it (see wire's queueLua)
+		id = h.id + ".ri" + strconv.Itoa(h.seq)
+	case t.mode == wire.ModeRead:
+		id = h.id + ".r" + strconv.Itoa(h.seq)
 	}
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
+	if letIn {
+		w.refreshed = make([]time.Time, len(h.c.nodes))
+		w.from = make([]time.Time, len(h.c.nodes))
+	}
 	w.judge = w.judgeReply
 	if t.multiKey() {
 		w.cut = make(chan struct{}, 1)
@@ -196,10 +224,10 @@ func (h *handoff) queue(rkey string) *waitQueue {
 	return q
 }
 
-// leave unregisters w.
+// leave unregisters w; a reader let in where it does not hold by it has
+// its place's ID released there (see abandon).
 func (h *handoff) leave(w *waiter) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if w.soon != nil {
 		w.soon.Stop()
 	}
@@ -209,6 +237,9 @@ func (h *handoff) leave(w *waiter) {
 			h.forget(rkey, q)
 		}
 	})
+	nodes := h.abandon(w)
+	h.mu.Unlock()
+	h.releaseLetIn(w.t.rkey, w.ID, nodes)
 }
 
 // forget drops rkey's queue when nothing in it matters any more; callers

@@ -328,9 +328,9 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newTestClient(t, newFakeNodes(5))
 		const rkey = "redlock:{k}"
-		w := c.hand.join(c.target("k"))
+		w := c.hand.join(c.target("k"), &lockConfig{})
 		defer c.hand.leave(w)
-		notice := func(token, head string) { c.hand.notice("", rkey+"\x00"+token+"\x00"+head) }
+		notice := func(token, head string) { c.hand.notice(0, rkey+"\x00"+token+"\x00"+head) }
 		for i := range 200 {
 			ours, theirs := fmt.Sprintf("ours%d", i), fmt.Sprintf("theirs%d", i)
 			notice(ours, w.ID)

@@ -129,7 +129,7 @@ func TestInspectWaitersOfEveryPrimitive(t *testing.T) {
 		for _, n := range s.Nodes {
 			require.Equal(t, 3, n.Waiting, n.Node)
 			require.Equal(t, 2, n.WaitingReaders, n.Node)
-			require.Equal(t, waiters.hand.id+".r1", n.FirstWaiter, n.Node)
+			require.Equal(t, waiters.hand.id+".ri1", n.FirstWaiter, n.Node)
 		}
 
 		set, err := holder.MultiLock([]string{"a", "b"})

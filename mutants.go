@@ -38,6 +38,21 @@ const (
 	// flight reports that try, which heard no node, instead of the one
 	// before (the bug fixed in a0bf37d: "unreachable" for "held elsewhere").
 	mutCutShortReported
+	// mutLetInMinority: a reader let in by a minority of nodes holds.
+	mutLetInMinority
+	// mutLetInFromNotice: a let-in reader's validity counts from the
+	// notices' arrival instead of its looks' sends.
+	mutLetInFromNotice
+	// mutLetInUnguarded: admissions count from a node whose subscription
+	// just reconnected (restarted, maybe, with its readers lost).
+	mutLetInUnguarded
+	// mutLetInUnanswered: a let-in counts from the send of the waiter's
+	// last look, whether that node answered it or not (the prototype's
+	// way).
+	mutLetInUnanswered
+	// mutLetInKept: a reader let in where it does not hold by it keeps the
+	// admission (until its place's lapse) instead of releasing it.
+	mutLetInKept
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -34,23 +34,21 @@ func (h *handoff) released(rkey, token string, heads []string) {
 	h.forget(rkey, q)
 }
 
-// notice handles a wake-up published by a node: the key, the released
+// notice handles a wake-up published by node (its index): the key, the released
 // token and the first waiter's ID, NUL-separated. When a majority of nodes
 // have announced the release of the same token to this Client, the lock
 // can be had: the waiter a majority of them named is woken. Waking at the first
 // notice would send the attempt while most nodes still hold the key; a
 // competitor releasing a partial grant publishes nothing.
-func (h *handoff) notice(_, payload string) {
-	// Tokens and IDs hold no NUL; a key might.
-	j := strings.LastIndexByte(payload, 0)
-	if j < 0 {
+func (h *handoff) notice(node int, payload string) {
+	rkey, token, head, ok := splitNotice(payload)
+	if !ok {
 		return
 	}
-	i := strings.LastIndexByte(payload[:j], 0)
-	if i < 0 {
+	if token == wire.LetIn {
+		h.letInNotice(node, rkey, head)
 		return
 	}
-	rkey, token, head := payload[:i], payload[i+1:j], payload[j+1:]
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
@@ -99,6 +97,20 @@ func (h *handoff) notice(_, payload string) {
 		}
 		q.wake(w)
 	}
+}
+
+// splitNotice splits a notice's payload into the key, the released token
+// and the waiter's ID: tokens and IDs hold no NUL; a key might.
+func splitNotice(payload string) (rkey, token, head string, ok bool) {
+	j := strings.LastIndexByte(payload, 0)
+	if j < 0 {
+		return "", "", "", false
+	}
+	i := strings.LastIndexByte(payload[:j], 0)
+	if i < 0 {
+		return "", "", "", false
+	}
+	return payload[:i], payload[i+1 : j], payload[j+1:], true
 }
 
 // setLookDelay is how long a set's waiter that a release left waiting for

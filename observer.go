@@ -69,11 +69,16 @@ type Event struct {
 	// where it takes two between Clients (docs/design.md, "The hand-over
 	// inside one Client").
 	HandedOver bool
-	Duration   time.Duration // EventAcquire, EventExtend, EventRelease: how long the round took
-	Validity   time.Duration // a successful EventAcquire or EventExtend: the validity left
-	Held       time.Duration // a successful EventRelease, EventEnd: time since the lock was acquired
-	Err        error         // why the round failed, or why the lock ended
-	Nodes      []NodeResult  // round events: every node asked, in node order
+	// LetIn, for EventAcquire: a reader let in by a writer's release on a
+	// majority of nodes, without an attempt of its own (its Duration runs
+	// from the send of the look its validity counts from); its validity
+	// is less than a lease until the extension to its TTL that follows.
+	LetIn    bool
+	Duration time.Duration // EventAcquire, EventExtend, EventRelease: how long the round took
+	Validity time.Duration // a successful EventAcquire or EventExtend: the validity left
+	Held     time.Duration // a successful EventRelease, EventEnd: time since the lock was acquired
+	Err      error         // why the round failed, or why the lock ended
+	Nodes    []NodeResult  // round events: every node asked, in node order
 }
 
 // observing reports whether any observer is set.

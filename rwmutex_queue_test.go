@@ -151,18 +151,9 @@ func TestRWMutexReaderNotStarved(t *testing.T) {
 // holding has its place refreshed, a lapsed entry of a reader's token is
 // not re-entry, and a live one is.
 func TestReaderAcquireScript(t *testing.T) {
-	rc := redis.NewClient(&redis.Options{Addr: redistest.Start(t, 1)[0].Addr})
-	t.Cleanup(func() { _ = rc.Close() })
+	rc, run := scriptNode(t)
 	ctx := t.Context()
 	const lease, ttl = time.Minute, time.Minute
-	run := func(o *wire.Op) any {
-		o.Encode()
-		v, err := rc.Do(ctx, o.EvalArgs(0)...).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	reader := func(key, token, id string, ticket int64) *wire.Op {
 		o := wire.NewOp(wire.OpAcquire, key, token, token, ttl)
 		o.Mode = wire.ModeRead
@@ -191,4 +182,19 @@ func TestReaderAcquireScript(t *testing.T) {
 	require.NoError(t, rc.ZAdd(ctx, lapsed+":readers", redis.Z{Score: 1, Member: "r4"}).Err())
 	require.Equal(t, int64(1), run(reader(lapsed, "r4", "", 0)), "a lapsed entry of the token: a new reader")
 	require.Equal(t, int64(2), run(reader(lapsed, "r4", "", 0)), "a live one: re-entry")
+}
+
+// scriptNode starts a redis-server for a test of the scripts, and returns
+// a client of it and a function that runs an op's script there.
+func scriptNode(t *testing.T) (*redis.Client, func(o *wire.Op) any) {
+	rc := redis.NewClient(&redis.Options{Addr: redistest.Start(t, 1)[0].Addr})
+	t.Cleanup(func() { _ = rc.Close() })
+	return rc, func(o *wire.Op) any {
+		o.Encode()
+		v, err := rc.Do(t.Context(), o.EvalArgs(0)...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
 }

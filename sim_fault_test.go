@@ -211,11 +211,11 @@ func (s *simRun) fault(rng *rand.Rand) {
 		d = max(d, s.ttl+s.ttl/10)
 		f.setErr(errFakeDown)
 		s.logf("node %d killed for %v, then restarted empty", i, d)
-		time.AfterFunc(d, func() { f.mem.Restart(false); f.setErr(nil); s.forget() })
+		time.AfterFunc(d, func() { f.restartMem(false); f.setErr(nil); s.forget() })
 		d += s.guard() // the restart guard refuses its grants for a while
 	case 2: // restarted at once, keys kept (persistence)
 		d = s.guard()
-		f.mem.Restart(true)
+		f.restartMem(true)
 		s.logf("node %d restarted, keys kept", i)
 	case 3: // slow
 		f.mu.Lock()
@@ -236,11 +236,11 @@ func (s *simRun) fault(rng *rand.Rand) {
 	case 6: // restarted at once with nothing kept: safe where every Client knows the node (the restart guard)
 		d = s.guard() // and the queue's places come back with the waiters' refreshes
 		if !s.guarded(i) {
-			f.mem.Restart(true)
+			f.restartMem(true)
 			s.logf("node %d restarted, keys kept (a Client does not know it yet)", i)
 			break
 		}
-		f.mem.Restart(false)
+		f.restartMem(false)
 		s.forget()
 		s.logf("node %d restarted empty, at once", i)
 	case 7: // a Client paused between sending its calls and reading the replies, within the node timeout (TTL/20) mostly

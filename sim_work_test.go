@@ -239,7 +239,9 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 		}
 		if rng.IntN(8) == 0 { // paused past the validity
 			time.Sleep(l.Validity() + time.Duration(rng.Int64N(int64(s.ttl))))
-			held(l.validUntil())
+			// Its validity may have grown meanwhile (a reader let in
+			// extends to its TTL in the background): held until now then.
+			held(earliest(l.validUntil(), time.Now()))
 			if rng.IntN(2) == 0 || l.Extend(context.Background(), s.ttl) != nil {
 				break
 			}

@@ -101,7 +101,7 @@ func (s *waitLoop) queueAtOnce() bool {
 	if _, ok := s.lc.retry(1); !ok {
 		return false
 	}
-	s.w = s.c.hand.join(s.t)
+	s.w = s.c.hand.join(s.t, s.lc)
 	return true
 }
 
@@ -181,7 +181,7 @@ func (s *waitLoop) tryOnce() (again, ended bool) {
 		return false, true
 	}
 	s.asked = true
-	s.w = s.c.hand.join(s.t)
+	s.w = s.c.hand.join(s.t, s.lc)
 	s.slot, f = s.c.pollQueue(s.ctx, s.lc, s.w)
 	if f.r == nil && f.cause == nil {
 		return true, false
@@ -207,6 +207,9 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 	if ha := s.handed; ha != nil {
 		s.handed = nil
 		return s.c.attemptHanded(s.ctx, ha, s.attempts)
+	}
+	if l := s.c.takeLetIn(s.ctx, s.t, s.lc, s.w, s.attempts); l != nil {
+		return l, nil
 	}
 	if !s.t.choosesSlot() {
 		return s.c.attempt(s.ctx, s.t, s.lc, s.attempts, s.w)

@@ -65,9 +65,14 @@ import "fmt"
 // number (isReader), and readers ahead of a writer in the queue are served
 // together, before it (see readAcquireSrc). wakeFront wakes the first
 // waiter and, when it is a reader, every reader after it up to the first
-// live writer (at most 64 places); writerAhead finds the first live writer
-// ahead of a place (of any place, for "": an unqueued reader), among the
-// first 64.
+// live writer (at most 64 places); a reader whose ID has 'ri' (letsIn: a
+// Client that understands it, and a reader without a token of its own) it
+// lets in instead (letIn): the place's ID joins the readers, scored by the
+// place's lapse, the place leaves the queue, and the reader's Client is
+// told with LetIn for the token; a reservation made for a place let in
+// passes to the next place. writerAhead finds the first live writer ahead
+// of a place (of any place, for "": an unqueued reader), among the first
+// 64.
 const queueLua = nowLua + queueFnsLua
 
 // nowLua defines now(), the node's time in ms: the one function of
@@ -144,15 +149,36 @@ local function wake(prefix, id, token, k, since)
 	end
 end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
+local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
+local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
+	k = k or KEYS[1]
+	local r = k .. ':readers'
+	redis.call('ZADD', r, u, x)
+	if redis.call('PTTL', r) < u - t then redis.call('PEXPIRE', r, u - t) end
+	leave(q, l, x)
+	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in\0' .. x)
+end
 local function wakeFront(prefix, h, token, k, since)
-	wake(prefix, h, token, k, since)
-	if not isReader(h) then return end
+	if not isReader(h) then return wake(prefix, h, token, k, since) end
 	local q, l = qkeys(k)
 	local t = now()
-	for _, x in ipairs(redis.call('ZRANGE', q, 1, 63)) do
-		local live = tonumber(redis.call('ZSCORE', l, x) or '0') > t
-		if live and not isReader(x) then return end
-		if live then wake(prefix, x, token, k, since) end
+	local let = false
+	for _, x in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+		local u = tonumber(redis.call('ZSCORE', l, x) or '0')
+		if u > t then
+			if not isReader(x) then break end
+			if letsIn(x) then
+				letIn(prefix, q, l, x, u, t, k)
+				let = true
+			else
+				wake(prefix, x, token, k, since)
+			end
+		end
+	end
+	local v = let and redis.call('GET', k or KEYS[1])
+	if v and string.byte(v) == 0 then -- the reservation was for a place let in: it is the next one's now
+		local _, left = head(q, l, t)
+		reserve(left, k, string.sub(v, 2))
 	end
 end
 local function writerAhead(q, l, t, id)

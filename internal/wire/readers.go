@@ -96,12 +96,17 @@ return 1
 // the queue, as queueSrc does), and reports whether the reader may enter.
 // ARGV as queueSrc's. Reply: {the reader's ID when no live writer waits
 // ahead of it, else that writer; the lease left of whichever it names
-// (ms); the writer's key's PTTL (−2: no writer holds)}. Live readers are
-// no holders to a reader.
+// (ms); the writer's key's PTTL (−2: no writer holds)}, or {LetIn, its
+// lease left, −2} for a reader a release let in (see queueLua), whose
+// look then puts no place back. Live readers are no holders to a reader.
 var queueReadSrc = queueLua + readersLua + `
 local q, l = qkeys()
 local t = now()
 local id = ARGV[1]
+if ARGV[2] ~= '0' and letsIn(id) then -- let in by a release: its look refreshes nothing
+	local u = tonumber(redis.call('ZSCORE', KEYS[1] .. ':readers', id) or '0')
+	if u > t then return {'\3in', u - t, -2} end
+end
 local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
 if ARGV[2] == '0' then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
 local h, left = head(q, l, t)
@@ -140,7 +145,9 @@ if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
 return 1
 `
 
-// readReleaseSrc takes a reader out. With a cooldown its lease is set to
+// readReleaseSrc takes a reader out (and, for a place's ID that a
+// release may have let in, the place too, handing on a reservation made
+// for it: see queueLua). With a cooldown its lease is set to
 // end cooldown ms from now instead, keeping writers out until then. The
 // last live reader to leave, with the key free, wakes the first waiter of
 // the key's queue (a writer), as releaseSrc does, but in the name of all
@@ -150,8 +157,19 @@ return 1
 // channels' prefix ("": wake nobody).
 // Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
 // was gone.
-const readReleaseSrc = nowLua + `
+var readReleaseSrc = nowLua + `
 local r = KEYS[1] .. ':readers'
+-- A place's ID, let in: its place goes, so that no later release lets it
+-- in again, and a reservation made for it is the next place's.
+if string.find(ARGV[1], '.ri', 1, true) and redis.call('ZREM', KEYS[1] .. ':queue', ARGV[1]) == 1 then
+	redis.call('ZREM', KEYS[1] .. ':lease', ARGV[1])
+	local v = redis.call('GET', KEYS[1])
+	if v and string.byte(v) == 0 then
+` + queueFnsLua + `
+		local _, left = head(KEYS[1] .. ':queue', KEYS[1] .. ':lease', now())
+		reserve(left, nil, string.sub(v, 2))
+	end
+end
 local t = now()
 local s = redis.call('ZSCORE', r, ARGV[1])
 if not s or tonumber(s) <= t then
@@ -180,6 +198,11 @@ if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 end
 return 1
 `
+
+// LetIn stands for the released token in a notice that a writer's release
+// let the reader named in, by its place's ID (see queueLua's wakeFront),
+// and for the head in a reader's look that finds it let in.
+const LetIn = "\x03in"
 
 // ReadersLeft stands for the released token in a notice that the last
 // reader left a node (see readReleaseSrc).

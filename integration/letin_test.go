@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// TestReaderLetInByRelease: with default options, RLock calls waiting
+// behind another Client's writer hold once the writer's release let them
+// in, without attempts of their own (docs/design.md, "Readers let in by
+// the writer's release"): each by its place's ID, with a validity below
+// the waiter lease (1 s) at first and its TTL once the extension that
+// follows is in; an RDo's work goes on. Their Unlocks leave nothing on the
+// nodes.
+func TestReaderLetInByRelease(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	writers := newClient(t, Clients(t, nodes, nil))
+	var mu sync.Mutex
+	var acquires []redlock.Event
+	readers := newClient(t, Clients(t, nodes, nil), redlock.WithObserver(func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire && e.Err == nil {
+			mu.Lock()
+			acquires = append(acquires, e)
+			mu.Unlock()
+		}
+	}))
+	ctx := t.Context()
+	wm, err := writers.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wm.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := readers.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	got := make(chan *redlock.Lock, n)
+	for range n {
+		go func() {
+			r, err := rm.RLock(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- r
+		}()
+	}
+	// And an RDo, auto-extended: its lock, let in with less than a lease
+	// of validity, must not end at once (an auto-extended lock ends TTL/10
+	// before its validity: 1 s by default).
+	worked := make(chan error, 1)
+	go func() {
+		worked <- rm.RDo(ctx, func(ctx context.Context) error {
+			time.Sleep(200 * time.Millisecond)
+			return context.Cause(ctx)
+		})
+	}()
+	waitUntil(t, 10*time.Second, "the readers queued on every node", func() bool {
+		s, err := wm.Inspect(ctx)
+		if err != nil {
+			return false
+		}
+		for _, ns := range s.Nodes {
+			if ns.Waiting != n+1 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var held []*redlock.Lock
+	for range n {
+		if r := <-got; r != nil {
+			held = append(held, r)
+		}
+	}
+	if len(held) != n {
+		t.Fatalf("%d of %d readers hold", len(held), n)
+	}
+	if err := <-worked; err != nil {
+		t.Errorf("RDo, let in: %v", err)
+	}
+	mu.Lock()
+	for _, e := range acquires {
+		if !e.LetIn || e.Validity > time.Second {
+			t.Errorf("an acquisition not let in, or valid for more than a lease at first: %+v", e)
+		}
+	}
+	mu.Unlock()
+	for _, r := range held {
+		if !strings.Contains(r.Token(), ".ri") {
+			t.Errorf("token %q: not a let-in place's ID", r.Token())
+		}
+		waitUntil(t, 10*time.Second, "the extension to the TTL", func() bool { return r.Validity() > time.Second })
+		if err := r.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, nd := range nodes {
+		if keys := Admin(t, nd).Keys(context.Background(), "*"+key+"*").Val(); len(keys) != 0 {
+			t.Errorf("%s: left after every Unlock: %v", nd.Addr, keys)
+		}
+	}
+}

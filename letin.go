@@ -1,0 +1,263 @@
+package redlock
+
+import (
+	"context"
+	"math/bits"
+	"slices"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// This file is a reader let in by a writer's release (see wire's
+// queueLua, wakeFront): where a writer's release finds readers at the
+// front of the key's queue, each node adds their places' IDs to the
+// readers, scored by each place's own lapse, takes the places out and
+// tells their Clients (a LetIn notice). A waiting RLock holds once a
+// majority of nodes have let it in, with its place's ID as the lock's
+// token: one round after the release, where an attempt of its own would
+// be two. docs/design.md ("Readers let in by the writer's release") has
+// the argument; in short:
+//
+//   - Validity. A node lets a place in until the place's lapse, which the
+//     last look it answered set at least a lease after that look was
+//     sent. So a let-in counts from the send of the last look that node
+//     answered before it (refreshed), and the lock is valid until the
+//     earliest of those, over the best majority, plus the lease, less the
+//     drift: no node clock is read. A look answered after a let-in was
+//     counted (the place back: the let-in had lapsed) uncounts it.
+//   - Restarts. A node that restarted lost its readers; one that lets a
+//     place in right after could be letting it in beside a writer that
+//     still counts the node. Attempts are kept from that by the restart
+//     guard; a let-in arrives on the subscription, which a restart
+//     closes: a node whose subscription was confirmed again within the
+//     guard's period is not counted (countsFrom).
+//   - Stray admissions. A reader let in where it does not hold by its
+//     place's ID (it attempted instead, gave up, or the let-in came
+//     late) has the ID released there (abandon, letInNotice): a reader's
+//     release of a place's ID also takes the place out of the queue, so
+//     no later release lets it in again.
+//
+// The lock then extends to its TTL, off the Lock call's path: until
+// then its validity is less than a lease (1 s by default).
+
+// admission is a let-in waiter's record of its admissions, guarded by
+// the handoff's mu. refreshed is nil for a waiter that is never let in
+// (any but a reader with a token of its own).
+type admission struct {
+	refreshed []time.Time // per node: the send of the last look it answered with the place refreshed
+	from      []time.Time // per node counted: the refreshed its admission counts from
+	admitted  uint64      // nodes that let it in (bit i: node i)
+	counted   uint64      // of those, the ones that count towards holding
+	took      bool        // it holds by its place's ID
+}
+
+// countsFrom reports whether an admission by node i counts: not within
+// the restart guard's period of the node's subscription reconnecting.
+func (h *handoff) countsFrom(i int) bool {
+	guard := h.c.cfg.guard
+	if guard <= 0 || mutated(mutLetInUnguarded) {
+		return true
+	}
+	at := h.resubscribed[i].Load()
+	return at == 0 || time.Since(time.Unix(0, at)) >= guard
+}
+
+// letInNotice handles node i's notice that it let the reader id in to
+// rkey's readers: counted for the waiter, which is woken once a majority
+// count; released at once for a waiter that ended without it.
+func (h *handoff) letInNotice(i int, rkey, id string) {
+	h.mu.Lock()
+	var w *waiter
+	q := h.queues[rkey]
+	if q != nil {
+		w = q.waiters[id]
+	}
+	if w == nil || w.refreshed == nil {
+		_, gone := h.abandoned[id]
+		h.mu.Unlock()
+		if gone {
+			h.releaseLetIn(rkey, id, 1<<i)
+		}
+		return
+	}
+	defer h.mu.Unlock()
+	w.admitted |= 1 << i
+	if w.took {
+		return
+	}
+	if w.refreshed[i].IsZero() || !h.countsFrom(i) {
+		// Not to be counted: let in on a majority all the same, w
+		// attempts (as a release's notices would have woken it to), and
+		// its attempt is granted where it was let in.
+		if bits.OnesCount64(w.admitted) == h.c.quorum() {
+			q.wake(w)
+		}
+		return
+	}
+	w.from[i] = w.refreshed[i]
+	if mutated(mutLetInFromNotice) {
+		w.from[i] = time.Now()
+	}
+	w.counted |= 1 << i
+	if bits.OnesCount64(w.counted) == h.letInQuorum() {
+		q.wake(w)
+	}
+}
+
+// letInQuorum is how many admissions hold the lock: a majority.
+func (h *handoff) letInQuorum() int {
+	if mutated(mutLetInMinority) {
+		return h.c.quorum() - 1
+	}
+	return h.c.quorum()
+}
+
+// noteLook records what w's look r, sent at sent, found on each node that
+// answered in time: its place refreshed there, or let in.
+func (h *handoff) noteLook(w *waiter, sent time.Time, r *round) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, res := range r.results {
+		if res.Answered || mutated(mutLetInUnanswered) {
+			w.noteAnswer(sent, i, res)
+		}
+	}
+}
+
+// noteAnswer is noteLook for node i's late answer res.
+func (h *handoff) noteAnswer(w *waiter, sent time.Time, i int, res wire.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.noteAnswer(sent, i, res)
+}
+
+// noteAnswer records node i's answer res to w's look sent at sent: a
+// refresh of its place (which uncounts an admission by the node: the
+// place is back only where that had lapsed), or an admission; callers
+// hold the handoff's mu.
+func (w *waiter) noteAnswer(sent time.Time, i int, res wire.Result) {
+	switch {
+	case res.Err != nil && !mutated(mutLetInUnanswered):
+	case res.Head == wire.LetIn:
+		w.admitted |= 1 << i
+	case sent.After(w.refreshed[i]):
+		w.refreshed[i] = sent
+		w.counted &^= 1 << i
+	}
+}
+
+// letInFrom returns the time w's admissions hold the lock from: the
+// earliest of the best majority's, if a majority count.
+func (w *waiter) letInFrom(quorum int) (time.Time, bool) {
+	var from []time.Time
+	for i, t := range w.from {
+		if w.counted&(1<<i) != 0 {
+			from = append(from, t)
+		}
+	}
+	if len(from) < quorum {
+		return time.Time{}, false
+	}
+	slices.SortFunc(from, func(a, b time.Time) int { return b.Compare(a) })
+	return from[quorum-1], true
+}
+
+// takeLetIn returns the read lock w holds by its admissions, if it does
+// (nil otherwise: it attempts as before), and extends it to its TTL: in
+// the background, or, for an auto-extended lock (which ends TTL/10 before
+// its validity: at once, with a validity under a lease), before it
+// returns it.
+func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *waiter, n int) *Lock {
+	if w == nil || w.refreshed == nil {
+		return nil
+	}
+	l := c.letInLock(t, lc, w)
+	if l == nil {
+		return nil
+	}
+	if c.observing() {
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: t.key, Read: true, Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity()})
+	}
+	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
+		if err := l.extend(ctx, ttl); err != nil {
+			_ = l.Unlock(context.WithoutCancel(ctx)) // its admissions go: it attempts
+			return nil
+		}
+	}
+	if err := c.track(l); err != nil {
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		return nil
+	}
+	if !lc.autoExtend {
+		ttl := lc.ttl
+		c.bg.Go(func() { _ = l.extend(context.WithoutCancel(ctx), ttl) })
+	}
+	return l
+}
+
+// letInLock returns the lock w's admissions make, if they count on a
+// majority with validity left, and notes that w took it.
+func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
+	// A let-in lives until its place's lapse: a lease from a look's send;
+	// the lock claims no more than its TTL of that.
+	d := min(c.cfg.lease, lc.ttl)
+	c.hand.mu.Lock()
+	defer c.hand.mu.Unlock()
+	from, ok := w.letInFrom(c.hand.letInQuorum())
+	until := from.Add(d - drift(d, c.cfg.drift))
+	if !ok || !time.Now().Before(until) {
+		return nil
+	}
+	w.took = true
+	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, acquired: from, ttl: lc.ttl, until: until, nodes: make([]nodeRecord, len(c.nodes))}
+	for i := range l.nodes {
+		l.nodes[i].granted = w.admitted&(1<<i) != 0
+	}
+	l.noteEnd()
+	return l
+}
+
+// abandon notes that w ended without holding by its place's ID, if it is
+// a let-in waiter, and returns the nodes where the ID must be released:
+// every node, since a let-in may be on its way (its notice, or the
+// subscription, lost or late: then it would keep writers off the node
+// until the place's lapse), and the release also takes the place out, so
+// none can follow it; callers hold h.mu. Notices of admissions that still
+// reach this Client are released as they come (letInNotice), for two
+// leases: by then any admission the nodes made has lapsed.
+func (h *handoff) abandon(w *waiter) uint64 {
+	if w.refreshed == nil || w.took {
+		return 0
+	}
+	now := time.Now()
+	if h.abandoned == nil {
+		h.abandoned = map[string]time.Time{}
+	}
+	for id, at := range h.abandoned {
+		if now.Sub(at) > 2*h.c.cfg.lease {
+			delete(h.abandoned, id)
+		}
+	}
+	h.abandoned[w.ID] = now
+	return 1<<len(h.c.nodes) - 1
+}
+
+// releaseLetIn releases the place ID id from rkey's readers on nodes (bit
+// i: node i), in the background; the release also takes the place out of
+// the queue there.
+func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
+	if nodes == 0 || mutated(mutLetInKept) {
+		return
+	}
+	var ns []node
+	for i, n := range h.c.nodes {
+		if nodes&(1<<i) != 0 {
+			ns = append(ns, n)
+		}
+	}
+	t := target{key: rkey, rkey: rkey, mode: wire.ModeRead}
+	o := t.op(wire.OpRelease, id, "", 0)
+	o.Wake = h.wakeArg
+	h.c.post(context.Background(), o, ns, h.c.cfg.lease)
+}

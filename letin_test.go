@@ -1,0 +1,95 @@
+package redlock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// TestLetInScripts holds the scripts of a reader let in by a writer's
+// release (letin.go) to their answers on a real redis-server: the release
+// lets in the live readers at the front that understand it (".ri"), each
+// until its place's lapse, wakes an older Client's reader as before, stops
+// at the first writer, and hands the reservation on; a let-in reader's
+// look answers LetIn without putting its place back; a release by a
+// place's ID takes the place out too.
+func TestLetInScripts(t *testing.T) {
+	rc, run := scriptNode(t)
+	ctx := t.Context()
+	const lease, ttl = time.Minute, time.Minute
+	key := "redlock:{doc}"
+	look := func(mode wire.Mode, id string, ticket int64) any {
+		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
+		o.Mode, o.Place, o.Wake = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:"
+		return run(o)
+	}
+	release := func(mode wire.Mode, token string) any {
+		o := wire.NewOp(wire.OpRelease, key, token, "", 0)
+		o.Mode, o.Wake = mode, "redlock:wake:"
+		return run(o)
+	}
+	score := func(zkey, member string) float64 { return rc.ZScore(ctx, zkey, member).Val() }
+
+	w := wire.NewOp(wire.OpAcquire, key, "wtok", "wtok", ttl)
+	w.Mode = wire.ModeWrite
+	require.Equal(t, int64(1), run(w))
+	look(wire.ModeRead, "c.ri1", 100)
+	look(wire.ModeRead, "d.r2", 200) // an older Client's reader
+	look(wire.ModeRead, "c.ri3", 300)
+	look(wire.ModeWrite, "e.4", 400)
+	look(wire.ModeRead, "c.ri5", 500)
+	lapse1, lapse3 := score(key+":lease", "c.ri1"), score(key+":lease", "c.ri3")
+
+	sub := rc.Subscribe(ctx, "redlock:wake:c", "redlock:wake:d")
+	t.Cleanup(func() { _ = sub.Close() })
+	for range 2 {
+		_, err := sub.Receive(ctx)
+		require.NoError(t, err)
+	}
+	require.Equal(t, []any{int64(1), "c.ri1"}, release(wire.ModeWrite, "wtok"))
+
+	require.Equal(t, lapse1, score(key+":readers", "c.ri1"), "let in until its place's lapse")
+	require.Equal(t, lapse3, score(key+":readers", "c.ri3"))
+	require.Equal(t, []string{"c.ri1", "c.ri3"}, rc.ZRange(ctx, key+":readers", 0, -1).Val(), "not the reader behind the writer")
+	require.Equal(t, []string{"d.r2", "e.4", "c.ri5"}, rc.ZRange(ctx, key+":queue", 0, -1).Val(), "the let-in places are out; the older reader's stays")
+	require.Greater(t, rc.PTTL(ctx, key+":readers").Val(), 55*time.Second, "the readers' set lives as long as its entries")
+	v, err := rc.Get(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, "\x00wtok", v, "still reserved for the waiters left, in the name of the release")
+
+	got := map[string]bool{}
+	for range 3 {
+		m, err := sub.ReceiveMessage(ctx)
+		require.NoError(t, err)
+		got[m.Channel+" "+m.Payload] = true
+	}
+	require.Equal(t, map[string]bool{
+		"redlock:wake:c " + key + "\x00" + wire.LetIn + "\x00c.ri1": true,
+		"redlock:wake:c " + key + "\x00" + wire.LetIn + "\x00c.ri3": true,
+		"redlock:wake:d " + key + "\x00wtok\x00d.r2":                true,
+	}, got)
+
+	r := look(wire.ModeRead, "c.ri1", 100).([]any)
+	require.Equal(t, wire.LetIn, r[0], "a let-in reader's look says so")
+	require.Equal(t, int64(-2), r[2])
+	require.NotContains(t, rc.ZRange(ctx, key+":queue", 0, -1).Val(), "c.ri1", "and does not put its place back")
+
+	require.Equal(t, int64(1), release(wire.ModeRead, "c.ri1"))
+	require.Equal(t, int64(0), release(wire.ModeRead, "c.ri5"), "a place never let in: nothing to release")
+	require.Equal(t, []string{"d.r2", "e.4"}, rc.ZRange(ctx, key+":queue", 0, -1).Val(), "but its place goes")
+
+	// A reservation made for a let-in place goes to the place after it, or
+	// goes when there is none.
+	solo := "redlock:{solo}"
+	w = wire.NewOp(wire.OpAcquire, solo, "w2", "w2", ttl)
+	w.Mode = wire.ModeWrite
+	require.Equal(t, int64(1), run(w))
+	key = solo
+	look(wire.ModeRead, "c.ri6", 600)
+	require.Equal(t, []any{int64(1), "c.ri6"}, release(wire.ModeWrite, "w2"))
+	require.Equal(t, int64(0), rc.Exists(ctx, solo).Val(), "nobody left to reserve the key for")
+	require.Equal(t, []string{"c.ri6"}, rc.ZRange(ctx, solo+":readers", 0, -1).Val())
+}
