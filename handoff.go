@@ -203,7 +203,7 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	}
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
 	if letIn {
-		w.refreshed = make([]time.Time, len(h.c.nodes))
+		w.sends = map[int64]time.Time{}
 		w.from = make([]time.Time, len(h.c.nodes))
 	}
 	w.judge = w.judgeReply

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/bits"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -19,13 +20,15 @@ import (
 // be two. docs/design.md ("Readers let in by the writer's release") has
 // the argument; in short:
 //
-//   - Validity. A node lets a place in until the place's lapse, which the
-//     last look it answered set at least a lease after that look was
-//     sent. So a let-in counts from the send of the last look that node
-//     answered before it (refreshed), and the lock is valid until the
-//     earliest of those, over the best majority, plus the lease, less the
-//     drift: no node clock is read. A look answered after a let-in was
-//     counted (the place back: the let-in had lapsed) uncounts it.
+//   - Validity. Each look of such a reader carries a number n, and the
+//     node keeps the number of the last look that refreshed the place
+//     beside it; a release that lets the place in names that number in
+//     its notice. The look set the place's lapse, at or after it reached
+//     the node, to a lease from then on the node's clock, so the let-in
+//     lives until at least a lease after the look's send: the lock is
+//     valid until the earliest of those sends, over the best majority,
+//     plus the lease, less the drift. No node clock is read, and no order
+//     between a notice and a look's answer is assumed.
 //   - Restarts. A node that restarted lost its readers; one that lets a
 //     place in right after could be letting it in beside a writer that
 //     still counts the node. Attempts are kept from that by the restart
@@ -41,15 +44,32 @@ import (
 // The lock then extends to its TTL, off the Lock call's path: until
 // then its validity is less than a lease (1 s by default).
 
-// admission is a let-in waiter's record of its admissions, guarded by
-// the handoff's mu. refreshed is nil for a waiter that is never let in
-// (any but a reader with a token of its own).
+// admission is a let-in waiter's record of its looks and admissions,
+// guarded by the handoff's mu. sends is nil for a waiter that is never
+// let in (any but a reader with a token of its own).
 type admission struct {
-	refreshed []time.Time // per node: the send of the last look it answered with the place refreshed
-	from      []time.Time // per node counted: the refreshed its admission counts from
-	admitted  uint64      // nodes that let it in (bit i: node i)
-	counted   uint64      // of those, the ones that count towards holding
-	took      bool        // it holds by its place's ID
+	seq      int64               // the number of its last look
+	sends    map[int64]time.Time // its recent looks' sends, by number
+	from     []time.Time         // per node counted: the send its admission counts from
+	admitted uint64              // nodes that let it in (bit i: node i)
+	counted  uint64              // of those, the ones that count towards holding
+	took     bool                // it holds by its place's ID
+}
+
+// keptLooks bounds the looks whose sends a waiter keeps: looks are a
+// third of a lease apart, or closer when woken, and a let-in names the
+// last look that reached the node.
+const keptLooks = 64
+
+// numberLook returns the number of w's next look, sent at sent, and keeps
+// its send.
+func (h *handoff) numberLook(w *waiter, sent time.Time) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.seq++
+	w.sends[w.seq] = sent
+	delete(w.sends, w.seq-keptLooks)
+	return w.seq
 }
 
 // countsFrom reports whether an admission by node i counts: not within
@@ -64,16 +84,17 @@ func (h *handoff) countsFrom(i int) bool {
 }
 
 // letInNotice handles node i's notice that it let the reader id in to
-// rkey's readers: counted for the waiter, which is woken once a majority
-// count; released at once for a waiter that ended without it.
-func (h *handoff) letInNotice(i int, rkey, id string) {
+// rkey's readers, naming the look n ("": none) whose send it counts from:
+// counted for the waiter, which is woken once a majority count; released
+// at once for a waiter that ended without it.
+func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	h.mu.Lock()
 	var w *waiter
 	q := h.queues[rkey]
 	if q != nil {
 		w = q.waiters[id]
 	}
-	if w == nil || w.refreshed == nil {
+	if w == nil || w.sends == nil {
 		_, gone := h.abandoned[id]
 		h.mu.Unlock()
 		if gone {
@@ -86,7 +107,12 @@ func (h *handoff) letInNotice(i int, rkey, id string) {
 	if w.took {
 		return
 	}
-	if w.refreshed[i].IsZero() || !h.countsFrom(i) {
+	seq, err := strconv.ParseInt(n, 10, 64)
+	sent, known := w.sends[seq]
+	if mutated(mutLetInLastLook) {
+		sent, known = w.sends[w.seq], err == nil
+	}
+	if err != nil || !known || !h.countsFrom(i) {
 		// Not to be counted: let in on a majority all the same, w
 		// attempts (as a release's notices would have woken it to), and
 		// its attempt is granted where it was let in.
@@ -95,7 +121,7 @@ func (h *handoff) letInNotice(i int, rkey, id string) {
 		}
 		return
 	}
-	w.from[i] = w.refreshed[i]
+	w.from[i] = sent
 	if mutated(mutLetInFromNotice) {
 		w.from[i] = time.Now()
 	}
@@ -111,40 +137,6 @@ func (h *handoff) letInQuorum() int {
 		return h.c.quorum() - 1
 	}
 	return h.c.quorum()
-}
-
-// noteLook records what w's look r, sent at sent, found on each node that
-// answered in time: its place refreshed there, or let in.
-func (h *handoff) noteLook(w *waiter, sent time.Time, r *round) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i, res := range r.results {
-		if res.Answered || mutated(mutLetInUnanswered) {
-			w.noteAnswer(sent, i, res)
-		}
-	}
-}
-
-// noteAnswer is noteLook for node i's late answer res.
-func (h *handoff) noteAnswer(w *waiter, sent time.Time, i int, res wire.Result) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	w.noteAnswer(sent, i, res)
-}
-
-// noteAnswer records node i's answer res to w's look sent at sent: a
-// refresh of its place (which uncounts an admission by the node: the
-// place is back only where that had lapsed), or an admission; callers
-// hold the handoff's mu.
-func (w *waiter) noteAnswer(sent time.Time, i int, res wire.Result) {
-	switch {
-	case res.Err != nil && !mutated(mutLetInUnanswered):
-	case res.Head == wire.LetIn:
-		w.admitted |= 1 << i
-	case sent.After(w.refreshed[i]):
-		w.refreshed[i] = sent
-		w.counted &^= 1 << i
-	}
 }
 
 // letInFrom returns the time w's admissions hold the lock from: the
@@ -169,7 +161,7 @@ func (w *waiter) letInFrom(quorum int) (time.Time, bool) {
 // its validity: at once, with a validity under a lease), before it
 // returns it.
 func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *waiter, n int) *Lock {
-	if w == nil || w.refreshed == nil {
+	if w == nil || w.sends == nil {
 		return nil
 	}
 	l := c.letInLock(t, lc, w)
@@ -199,8 +191,8 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 // letInLock returns the lock w's admissions make, if they count on a
 // majority with validity left, and notes that w took it.
 func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
-	// A let-in lives until its place's lapse: a lease from a look's send;
-	// the lock claims no more than its TTL of that.
+	// A let-in lives until its place's lapse: a lease from the send of the
+	// look it names; the lock claims no more than its TTL of that.
 	d := min(c.cfg.lease, lc.ttl)
 	c.hand.mu.Lock()
 	defer c.hand.mu.Unlock()
@@ -227,7 +219,7 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 // reach this Client are released as they come (letInNotice), for two
 // leases: by then any admission the nodes made has lapsed.
 func (h *handoff) abandon(w *waiter) uint64 {
-	if w.refreshed == nil || w.took {
+	if w.sends == nil || w.took {
 		return 0
 	}
 	now := time.Now()

@@ -21,9 +21,9 @@ func TestLetInScripts(t *testing.T) {
 	ctx := t.Context()
 	const lease, ttl = time.Minute, time.Minute
 	key := "redlock:{doc}"
-	look := func(mode wire.Mode, id string, ticket int64) any {
+	look := func(mode wire.Mode, id string, ticket, seq int64) any {
 		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
-		o.Mode, o.Place, o.Wake = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:"
+		o.Mode, o.Place, o.Wake, o.Seq = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
 		return run(o)
 	}
 	release := func(mode wire.Mode, token string) any {
@@ -36,11 +36,13 @@ func TestLetInScripts(t *testing.T) {
 	w := wire.NewOp(wire.OpAcquire, key, "wtok", "wtok", ttl)
 	w.Mode = wire.ModeWrite
 	require.Equal(t, int64(1), run(w))
-	look(wire.ModeRead, "c.ri1", 100)
-	look(wire.ModeRead, "d.r2", 200) // an older Client's reader
-	look(wire.ModeRead, "c.ri3", 300)
-	look(wire.ModeWrite, "e.4", 400)
-	look(wire.ModeRead, "c.ri5", 500)
+	look(wire.ModeRead, "c.ri1", 100, 6)
+	look(wire.ModeRead, "c.ri1", 100, 7) // its last look: the one a let-in names
+	look(wire.ModeRead, "d.r2", 200, 0)  // an older Client's reader
+	look(wire.ModeRead, "c.ri3", 300, 9)
+	look(wire.ModeWrite, "e.4", 400, 0)
+	look(wire.ModeRead, "c.ri5", 500, 3)
+	require.Greater(t, rc.PTTL(ctx, key+":seq").Val(), 55*time.Second, "the looks' numbers expire with their places")
 	lapse1, lapse3 := score(key+":lease", "c.ri1"), score(key+":lease", "c.ri3")
 
 	sub := rc.Subscribe(ctx, "redlock:wake:c", "redlock:wake:d")
@@ -67,12 +69,13 @@ func TestLetInScripts(t *testing.T) {
 		got[m.Channel+" "+m.Payload] = true
 	}
 	require.Equal(t, map[string]bool{
-		"redlock:wake:c " + key + "\x00" + wire.LetIn + "\x00c.ri1": true,
-		"redlock:wake:c " + key + "\x00" + wire.LetIn + "\x00c.ri3": true,
-		"redlock:wake:d " + key + "\x00wtok\x00d.r2":                true,
+		"redlock:wake:c " + key + "\x00" + wire.LetIn + "7\x00c.ri1": true,
+		"redlock:wake:c " + key + "\x00" + wire.LetIn + "9\x00c.ri3": true,
+		"redlock:wake:d " + key + "\x00wtok\x00d.r2":                 true,
 	}, got)
 
-	r := look(wire.ModeRead, "c.ri1", 100).([]any)
+	require.Equal(t, []string{"c.ri5"}, rc.ZRange(ctx, key+":seq", 0, -1).Val(), "a let-in's number goes with its place")
+	r := look(wire.ModeRead, "c.ri1", 100, 8).([]any)
 	require.Equal(t, wire.LetIn, r[0], "a let-in reader's look says so")
 	require.Equal(t, int64(-2), r[2])
 	require.NotContains(t, rc.ZRange(ctx, key+":queue", 0, -1).Val(), "c.ri1", "and does not put its place back")
@@ -80,6 +83,7 @@ func TestLetInScripts(t *testing.T) {
 	require.Equal(t, int64(1), release(wire.ModeRead, "c.ri1"))
 	require.Equal(t, int64(0), release(wire.ModeRead, "c.ri5"), "a place never let in: nothing to release")
 	require.Equal(t, []string{"d.r2", "e.4"}, rc.ZRange(ctx, key+":queue", 0, -1).Val(), "but its place goes")
+	require.Empty(t, rc.ZRange(ctx, key+":seq", 0, -1).Val(), "and its look's number")
 
 	// A reservation made for a let-in place goes to the place after it, or
 	// goes when there is none.
@@ -88,7 +92,7 @@ func TestLetInScripts(t *testing.T) {
 	w.Mode = wire.ModeWrite
 	require.Equal(t, int64(1), run(w))
 	key = solo
-	look(wire.ModeRead, "c.ri6", 600)
+	look(wire.ModeRead, "c.ri6", 600, 1)
 	require.Equal(t, []any{int64(1), "c.ri6"}, release(wire.ModeWrite, "w2"))
 	require.Equal(t, int64(0), rc.Exists(ctx, solo).Val(), "nobody left to reserve the key for")
 	require.Equal(t, []string{"c.ri6"}, rc.ZRange(ctx, solo+":readers", 0, -1).Val())

@@ -42,11 +42,12 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	sent := time.Now()
 	if !w.t.choosesSlot() {
 		w.uncut()
-		r := c.send(ctx, c.lookRequest(w, w.t, lc))
-		if w.refreshed != nil {
-			c.hand.noteLook(w, sent, r) // before endLook hands late answers on
+		req := c.lookRequest(w, w.t, lc)
+		if w.sends != nil {
+			req.op.Seq = c.hand.numberLook(w, sent)
 		}
-		c.endLook(w, sent, r)
+		r := c.send(ctx, req)
+		c.endLook(w, r)
 		if r.cutShort() && w.unwake() {
 			return 0, tryFailure{} // a set woken to attempt while it looked
 		}
@@ -64,25 +65,17 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		reqs[i].nodes, reqs[i].timed = c.nodes, c.timed
 	}
 	rs := fanOutAll(ctx, reqs)
-	c.endLook(w, sent, rs...)
+	c.endLook(w, rs...)
 	return c.judgeLook(w, sent, rs...)
 }
 
-// endLook notes the nodes w's look rs, sent at sent, heard from (its
-// rounds go to the same nodes in one batch each: the first tells), then
-// hands the calls still running to heardLate, which adds their nodes back
-// as they answer (and, for a reader that may be let in, to noteAnswer).
-func (c *Client) endLook(w *waiter, sent time.Time, rs ...*round) {
+// endLook notes the nodes w's look rs heard from (its rounds go to the
+// same nodes in one batch each: the first tells), then hands the calls
+// still running to heardLate, which adds their nodes back as they answer.
+func (c *Client) endLook(w *waiter, rs ...*round) {
 	w.heard.Store(heardFrom(rs[0], w.heard.Load())) // before late answers add to it
-	late := w.heardLate
-	if w.refreshed != nil {
-		late = func(i int, res wire.Result) func() {
-			c.hand.noteAnswer(w, sent, i, res)
-			return w.heardLate(i, res)
-		}
-	}
 	for _, r := range rs {
-		r.finish(&c.bg, late)
+		r.finish(&c.bg, w.heardLate)
 	}
 }
 

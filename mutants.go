@@ -46,10 +46,9 @@ const (
 	// mutLetInUnguarded: admissions count from a node whose subscription
 	// just reconnected (restarted, maybe, with its readers lost).
 	mutLetInUnguarded
-	// mutLetInUnanswered: a let-in counts from the send of the waiter's
-	// last look, whether that node answered it or not (the prototype's
-	// way).
-	mutLetInUnanswered
+	// mutLetInLastLook: a let-in counts from the send of the waiter's last
+	// look, not the look the node names (the prototype's way).
+	mutLetInLastLook
 	// mutLetInKept: a reader let in where it does not hold by it keeps the
 	// admission (until its place's lapse) instead of releasing it.
 	mutLetInKept

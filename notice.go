@@ -45,8 +45,8 @@ func (h *handoff) notice(node int, payload string) {
 	if !ok {
 		return
 	}
-	if token == wire.LetIn {
-		h.letInNotice(node, rkey, head)
+	if n, ok := strings.CutPrefix(token, wire.LetIn); ok {
+		h.letInNotice(node, rkey, head, n)
 		return
 	}
 	h.mu.Lock()

@@ -20,6 +20,10 @@ type Op struct {
 	Quiet             bool          // OpQueue: leave the queue
 	Wake              any           // OpRelease, OpQueue: the wake channels' prefix (a string); nil: wake nobody; an acquire's: its take-backs
 	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; OpQueue: whose
+	// Seq, OpQueue (a look of a reader a release may let in): the look's
+	// number, which the node keeps beside the place, and names when a
+	// release lets the reader in (see queueLua); 0: none.
+	Seq int64
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
@@ -128,7 +132,11 @@ func (o *Op) Encode() {
 		if o.Quiet {
 			ticket = 0
 		}
-		o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg())
+		if o.Seq > 0 {
+			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg(), o.Seq)
+		} else {
+			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg())
+		}
 	}
 }
 

@@ -128,6 +128,7 @@ local function enqueue(q, l, t, id, ticket, lease)
 	if redis.call('PTTL', l) < lease then
 		redis.call('PEXPIRE', q, 2 * lease)
 		redis.call('PEXPIRE', l, 2 * lease)
+		redis.call('PEXPIRE', string.sub(q, 1, -7) .. ':seq', 2 * lease) -- (none but a let-in reader's)
 	end
 end
 local function leave(q, l, id)
@@ -156,7 +157,9 @@ local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its pla
 	redis.call('ZADD', r, u, x)
 	if redis.call('PTTL', r) < u - t then redis.call('PEXPIRE', r, u - t) end
 	leave(q, l, x)
-	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in\0' .. x)
+	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set u, or one before it
+	if n then redis.call('ZREM', k .. ':seq', x) end
+	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
 local function wakeFront(prefix, h, token, k, since)
 	if not isReader(h) then return wake(prefix, h, token, k, since) end

@@ -94,7 +94,9 @@ return 1
 // queueReadSrc is queueSrc for a reader: it joins or refreshes the
 // reader's place, or with ticket 0 takes it out (waking the new front of
 // the queue, as queueSrc does), and reports whether the reader may enter.
-// ARGV as queueSrc's. Reply: {the reader's ID when no live writer waits
+// ARGV as queueSrc's, and ARGV[5], from a reader that a release may let in
+// (see queueLua's letIn), the look's number, kept in KEYS[1]..":seq"
+// beside the place until a release lets it in, and named then. Reply: {the reader's ID when no live writer waits
 // ahead of it, else that writer; the lease left of whichever it names
 // (ms); the writer's key's PTTL (−2: no writer holds)}, or {LetIn, its
 // lease left, −2} for a reader a release let in (see queueLua), whose
@@ -109,6 +111,9 @@ if ARGV[2] ~= '0' and letsIn(id) then -- let in by a release: its look refreshes
 end
 local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
 if ARGV[2] == '0' then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
+if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], id) == 1 then
+	redis.call('PEXPIRE', KEYS[1] .. ':seq', 2 * tonumber(ARGV[3]))
+end
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
 local rv = pttl ~= -2 and redis.call('GET', KEYS[1])
@@ -163,6 +168,7 @@ local r = KEYS[1] .. ':readers'
 -- in again, and a reservation made for it is the next place's.
 if string.find(ARGV[1], '.ri', 1, true) and redis.call('ZREM', KEYS[1] .. ':queue', ARGV[1]) == 1 then
 	redis.call('ZREM', KEYS[1] .. ':lease', ARGV[1])
+	redis.call('ZREM', KEYS[1] .. ':seq', ARGV[1])
 	local v = redis.call('GET', KEYS[1])
 	if v and string.byte(v) == 0 then
 ` + queueFnsLua + `
