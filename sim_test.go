@@ -287,7 +287,6 @@ func (s *simRun) setUpNodes(rng *rand.Rand) {
 		f.mem.SetClockRate(rate)
 		s.reached = append(s.reached, map[string]uint8{})
 		f.ran = s.ran(i)
-		f.mem.Subscribe("*", s.letIn(i))
 		s.mutant.applyNode(f)
 	}
 }
@@ -309,25 +308,7 @@ func (s *simRun) ran(i int) func(*wire.Op) {
 		}
 		s.mu.Lock()
 		s.reached[i][o.Token] |= bit
-		if bit == 1 && o.Place != nil && strings.Contains(o.Place.ID, ".ri") {
-			// A reader that may be let in (see letIn): an attempt of its
-			// own took its place out of this node's queue, and so the
-			// let-in that the lock came from could not run here.
-			s.reached[i][o.Place.ID] |= 1
-		}
 		s.mu.Unlock()
-	}
-}
-
-// letIn notes, for node i, the readers a writer's release let in (see
-// wire's queueLua): what their acquire is.
-func (s *simRun) letIn(i int) func(channel, payload string) {
-	return func(_, payload string) {
-		if _, token, id, ok := splitNotice(payload); ok && token == wire.LetIn {
-			s.mu.Lock()
-			s.reached[i][id] |= 1
-			s.mu.Unlock()
-		}
 	}
 }
 

@@ -142,6 +142,13 @@ local function keyFree(k)
 	local v = redis.call('GET', k or KEYS[1])
 	return not v or string.byte(v) == 0
 end
+local function handOn(q, l, t, k) -- a reservation made for a place that left is the next place's, or goes
+	local v = redis.call('GET', k or KEYS[1])
+	if v and string.byte(v) == 0 then
+		local _, left = head(q, l, t)
+		reserve(left, k, string.sub(v, 2))
+	end
+end
 local function wake(prefix, id, token, k, since)
 	local client = string.match(id, '^[^.]*')
 	redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. token .. '\0' .. id)
@@ -178,11 +185,7 @@ local function wakeFront(prefix, h, token, k, since)
 			end
 		end
 	end
-	local v = let and redis.call('GET', k or KEYS[1])
-	if v and string.byte(v) == 0 then -- the reservation was for a place let in: it is the next one's now
-		local _, left = head(q, l, t)
-		reserve(left, k, string.sub(v, 2))
-	end
+	if let then handOn(q, l, t, k) end
 end
 local function writerAhead(q, l, t, id)
 	for _, x in ipairs(redis.call('ZRANGE', q, 0, 63)) do
