@@ -14,10 +14,13 @@ import (
 // (endedBy).
 
 // The reasons a lock ends when its validity runs out: a lock without
-// auto-extension, and an auto-extended one whose extensions did not fail.
+// auto-extension, and an auto-extended one whose extensions did not fail;
+// and when its holder gives it up.
 var (
 	errValidityRanOut = fmt.Errorf("%w: validity ran out", ErrExpired)
 	errNotExtended    = fmt.Errorf("%w: not extended before its validity ran out", ErrExpired)
+	// An Unlock that a majority did not confirm gives the validity up.
+	errReleaseUnconfirmed = fmt.Errorf("%w: validity given up by an unconfirmed release", ErrExpired)
 )
 
 // lockContext is the context of work run under a lock (Do, Election.Lead):
@@ -71,7 +74,8 @@ func (l *Lock) Done() <-chan struct{} {
 
 // Err returns nil while the lock is held and valid as far as this process
 // knows; once [Lock.Done] is closed, it returns why: an error matching
-// [ErrExpired] or [ErrTakenOver], or [ErrReleased] after Unlock. Like
+// [ErrExpired] (also after an Unlock that a majority did not confirm) or
+// [ErrTakenOver], or [ErrReleased] after Unlock. Like
 // Done, it looks at the clock: it returns ErrExpired as soon as the
 // validity has run out (with auto-extension, TTL/10 before), whether or
 // not Done was ever called.

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -116,15 +117,39 @@ func TestUnlock(t *testing.T) {
 			require.Equal(t, "other", v, "a non-owner's Unlock changed the holder's key")
 		}
 	})
-	run("unreachable then retried", func(t *testing.T, fakes []*fakeNode, c *Client) {
-		l := lockAll(t, c, "k")
-		fakes[0].setErr(errFakeDown)
-		fakes[1].setErr(errFakeDown)
-		require.ErrorIs(t, l.Unlock(t.Context()), ErrNotObtained)
-		fakes[0].setErr(nil)
-		fakes[1].setErr(nil)
-		require.NoError(t, l.Unlock(t.Context()), "retried Unlock")
-	})
+	for _, auto := range []bool{false, true} {
+		run(fmt.Sprintf("unreachable then retried (auto-extended %v)", auto), func(t *testing.T, fakes []*fakeNode, c *Client) {
+			var opts []Option
+			if auto {
+				opts = append(opts, WithAutoExtend(0))
+			}
+			l := lockAll(t, c, "k", opts...)
+			ended := make(chan struct{})
+			go func() { <-l.Done(); close(ended) }() // waiting before the Unlock
+			synctest.Wait()
+			fakes[0].setErr(errFakeDown)
+			fakes[1].setErr(errFakeDown)
+			require.ErrorIs(t, l.Unlock(t.Context()), ErrNotObtained)
+			// Its validity is given up: the lock has ended, for a goroutine
+			// already waiting on Done too, long before the keys' TTL.
+			synctest.Wait()
+			select {
+			case <-ended:
+			default:
+				t.Fatal("Done still open after an Unlock that gave up the lock's validity")
+			}
+			require.ErrorIs(t, l.Err(), ErrExpired)
+			require.Zero(t, l.Validity())
+			fakes[0].setErr(nil)
+			fakes[1].setErr(nil)
+			require.NoError(t, l.Unlock(t.Context()), "retried Unlock")
+			synctest.Wait() // the node it did not wait for
+			for _, f := range fakes {
+				_, ok := f.value("redlock:{k}")
+				require.False(t, ok, "the retried Unlock left the key")
+			}
+		})
+	}
 	run("after cooldown", func(t *testing.T, _ []*fakeNode, c *Client) {
 		l := lockAll(t, c, "k")
 		require.NoError(t, l.UnlockAfter(t.Context(), 30*time.Second))

@@ -18,8 +18,10 @@ import (
 // the lock was still held by us until then; the other nodes' releases are
 // handled as they come. Otherwise, having waited for each node at most the
 // node timeout, it returns a [*QuorumError] matching [ErrTakenOver],
-// [ErrExpired], or [ErrNotObtained] (too few nodes confirmed: Unlock may be
-// called again; the keys not confirmed expire at their TTL). A node that
+// [ErrExpired], or [ErrNotObtained] (too few nodes confirmed: the lock
+// has ended all the same, Done is closed and Err matches ErrExpired, since
+// some keys may be gone; Unlock may be called again, and the keys not
+// confirmed expire at their TTL). A node that
 // never granted the lock is no evidence either way. A second Unlock returns
 // [ErrReleased].
 //
@@ -147,7 +149,10 @@ func (l *Lock) concludeRelease(ctx context.Context, start time.Time, nodes []nod
 		c.emit(Event{Kind: EventRelease, Context: ctx, Key: l.key, Read: l.reader(), Duration: time.Since(start), Err: qerr, Nodes: nodeResults(nodes, r)})
 	}
 	if qerr.err == ErrNotObtained {
+		// Its validity is given up (some keys may be gone): the lock ends
+		// now, for whoever waits on Done, and Unlock may be called again.
 		l.invalidate(false)
+		l.endEarly(errReleaseUnconfirmed)
 		return qerr
 	}
 	// Nothing left to release: the lock had ended.

@@ -141,6 +141,44 @@ func TestDoCancelledBeforeValidityEnds(t *testing.T) {
 	t.Logf("work cancelled %v before the validity ended (margin %v)", until.Sub(cancelledAt).Round(time.Millisecond), ttl/10)
 }
 
+// TestUnconfirmedUnlockEndsLock: an Unlock that a majority cannot confirm
+// (2 of 3 nodes killed) ends the lock all the same, with or without
+// auto-extension: Done, waited on since before the Unlock, is closed when
+// Unlock returns, and Err matches ErrExpired, although the keys' TTL is a
+// minute away.
+func TestUnconfirmedUnlockEndsLock(t *testing.T) {
+	for _, auto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("auto-extended %v", auto), func(t *testing.T) {
+			nodes := StartNodes(t, 3)
+			needsOwnServers(t, nodes[0])
+			key := UniqueKey(t, nodes)
+			c := newClient(t, Clients(t, nodes, nil))
+			opts := []redlock.Option{redlock.WithTTL(time.Minute)}
+			if auto {
+				opts = append(opts, redlock.WithAutoExtend(0))
+			}
+			l, err := c.Lock(t.Context(), key, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting := l.Done()
+			nodes[0].Kill(t)
+			nodes[1].Kill(t)
+			if err := l.Unlock(t.Context()); !errors.Is(err, redlock.ErrNotObtained) {
+				t.Fatalf("Unlock: got %v, want ErrNotObtained", err)
+			}
+			select {
+			case <-waiting:
+			default:
+				t.Fatal("Done still open after an Unlock that gave the lock up")
+			}
+			if err := l.Err(); !errors.Is(err, redlock.ErrExpired) {
+				t.Fatalf("Err: got %v, want ErrExpired", err)
+			}
+		})
+	}
+}
+
 // TestStalledExtensionNeverAfterUnlock: an extension stuck on a frozen node
 // when Unlock runs never leaves the key behind: no extension is sent after
 // Unlock returns, and what was queued on the frozen node cannot re-create
