@@ -37,6 +37,7 @@ type fakeNode struct {
 	acqGate     chan struct{} // acquires (only) wait for it to close
 	amnesia     bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
 	noNotices   bool          // the node's notices reach nobody
+	restarting  bool          // restartMem under way: notices are lost
 	readies     []func()      // its subscriptions' confirmations, which a restart repeats (see restartMem)
 	releaseErrs []error       // ctx.Err() seen by each release call
 	// variant, if set, may name another script source for an op: a mutant
@@ -212,7 +213,7 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 		cmd.SetVal(r)
 	}
 	res := wire.Decode(o.Kind, cmd)
-	if wire.IsAcquire(o.Kind) {
+	if wire.TellsRunID(o) {
 		res.RunID = n.mem.RunID()
 	}
 	return res
@@ -283,7 +284,7 @@ func (n *fakeNode) Watch(channel string, deliver func(channel, payload string), 
 	n.mu.Unlock()
 	stop = n.mem.Subscribe(channel, func(ch, payload string) {
 		n.mu.Lock()
-		quiet := n.noNotices
+		quiet := n.noNotices || n.restarting
 		n.mu.Unlock()
 		if !quiet {
 			deliver(ch, payload)
@@ -352,15 +353,20 @@ func (n *fakeNode) restart() { n.restartMem(false) }
 
 // restartMem restarts the node, with its keys kept or not. A restart
 // closes every connection: each subscription is confirmed again (as the
-// Clients' reconnect), before any notice of the restarted node.
+// Clients' reconnect) by the new process, before any notice of it; what
+// it publishes before then is lost, as it is to a client reconnecting.
 func (n *fakeNode) restartMem(keep bool) {
 	n.mu.Lock()
 	readies := slices.Clone(n.readies)
+	n.restarting = true
 	n.mu.Unlock()
+	n.mem.Restart(keep)
 	for _, ready := range readies {
 		ready()
 	}
-	n.mem.Restart(keep)
+	n.mu.Lock()
+	n.restarting = false
+	n.mu.Unlock()
 }
 
 var errFakeDown = errors.New("fake: connection refused")

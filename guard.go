@@ -32,17 +32,37 @@ func newRestartGuard(period time.Duration, n int) *restartGuard {
 	return &restartGuard{period: period, ids: make([]string, n), until: make([]time.Time, n)}
 }
 
-// check records node i's run_id from an acquire result and marks a grant
-// that must not count.
-func (g *restartGuard) check(i int, r wire.Result) wire.Result {
-	now := time.Now()
+// learn records node i's run_id, heard from a look (see
+// handoff.heardProcess).
+func (g *restartGuard) learn(i int, id string) {
 	g.mu.Lock()
-	if id := r.RunID; id != "" && id != g.ids[i] {
+	defer g.mu.Unlock()
+	g.note(i, id, time.Now())
+}
+
+// note records node i's run_id id, heard at now; callers hold g.mu.
+func (g *restartGuard) note(i int, id string, now time.Time) {
+	if id != "" && id != g.ids[i] {
 		if g.ids[i] != "" { // a node we knew is a new process now
 			g.until[i] = now.Add(g.period)
 		}
 		g.ids[i] = id
 	}
+}
+
+// refusing reports whether node i's grants do not count now.
+func (g *restartGuard) refusing(i int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return time.Now().Before(g.until[i])
+}
+
+// check records node i's run_id from an acquire result and marks a grant
+// that must not count.
+func (g *restartGuard) check(i int, r wire.Result) wire.Result {
+	now := time.Now()
+	g.mu.Lock()
+	g.note(i, r.RunID, now)
 	guarded := now.Before(g.until[i])
 	g.mu.Unlock()
 	if guarded && (r.Status == wire.StatusOK || r.Status == wire.StatusRefreshed) {

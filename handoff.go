@@ -41,11 +41,14 @@ type handoff struct {
 	nready  atomic.Int32
 	last    int64 // the last ticket issued
 	seq     int   // waiters made
-	// Per node (letin.go): whether its subscription was confirmed, and
-	// when it was last confirmed again (a reconnect: maybe a restart).
-	confirmed    []atomic.Bool
-	resubscribed []atomic.Int64       // UnixNano, 0: never
-	abandoned    map[string]time.Time // let-in waiters that ended without the lock, to when
+	// Per node (letin.go): whether its subscription was confirmed; how
+	// many times it was (a confirmation after the first is a reconnect:
+	// maybe a restart); and the count it had when a look sent after that
+	// confirmation brought back the node's run_id (see countsFrom).
+	confirmed []atomic.Bool
+	confirms  []atomic.Uint64
+	heard     []atomic.Uint64
+	abandoned map[string]time.Time // let-in waiters that ended without the lock, to when
 }
 
 type waitQueue struct {
@@ -120,7 +123,8 @@ func (h *handoff) init(c *Client) {
 	h.queues = make(map[string]*waitQueue)
 	h.ready = make(chan struct{})
 	h.confirmed = make([]atomic.Bool, len(c.nodes))
-	h.resubscribed = make([]atomic.Int64, len(c.nodes))
+	h.confirms = make([]atomic.Uint64, len(c.nodes))
+	h.heard = make([]atomic.Uint64, len(c.nodes))
 }
 
 // subscribed is called each time node i confirms the subscription (by a
@@ -128,8 +132,8 @@ func (h *handoff) init(c *Client) {
 // first is a reconnect, which a restart of the node also causes: see
 // countsFrom.
 func (h *handoff) subscribed(i int) {
+	h.confirms[i].Add(1)
 	if h.confirmed[i].Swap(true) {
-		h.resubscribed[i].Store(time.Now().UnixNano())
 		return
 	}
 	if int(h.nready.Add(1)) == h.c.quorum() {
@@ -180,7 +184,8 @@ func (q *waitQueue) busy() bool {
 // join registers a new waiter for t, with a ticket above every ticket
 // this Client issued before, and starts the subscriptions on first use.
 // A reader with a token of its own (WithToken) is not let in: it would
-// hold by its place's ID.
+// hold by its place's ID; nor is a writer granted the key but as
+// grantable says.
 func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -195,14 +200,17 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	h.seq++
 	id := h.id + "." + strconv.Itoa(h.seq)
 	letIn := t.mode == wire.ModeRead && lc.token == ""
+	granted := grantable(t, lc)
 	switch {
 	case letIn: // the scripts tell readers, and those a release may let in, by it (see wire's queueLua)
 		id = h.id + ".ri" + strconv.Itoa(h.seq)
+	case granted: // and the writers a release may grant the key (letin.go)
+		id = h.id + ".wi" + strconv.Itoa(h.seq)
 	case t.mode == wire.ModeRead:
 		id = h.id + ".r" + strconv.Itoa(h.seq)
 	}
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
-	if letIn {
+	if letIn || granted {
 		w.sends = map[int64]time.Time{}
 		w.from = make([]time.Time, len(h.c.nodes))
 	}
@@ -224,9 +232,10 @@ func (h *handoff) queue(rkey string) *waitQueue {
 	return q
 }
 
-// leave unregisters w; a reader let in where it does not hold by it has
-// its place's ID released there (see abandon).
-func (h *handoff) leave(w *waiter) {
+// leave unregisters w, whose Lock call holds the lock (held) or not; a
+// waiter let in, or granted the key, where it does not hold by its
+// place's ID has the ID released there (see abandon).
+func (h *handoff) leave(w *waiter, held bool) {
 	h.mu.Lock()
 	if w.soon != nil {
 		w.soon.Stop()
@@ -237,7 +246,7 @@ func (h *handoff) leave(w *waiter) {
 			h.forget(rkey, q)
 		}
 	})
-	nodes := h.abandon(w)
+	nodes := h.abandon(w, held)
 	h.mu.Unlock()
 	h.releaseLetIn(w.t.rkey, w.ID, nodes)
 }

@@ -329,7 +329,7 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 		c := newTestClient(t, newFakeNodes(5))
 		const rkey = "redlock:{k}"
 		w := c.hand.join(c.target("k"), &lockConfig{})
-		defer c.hand.leave(w)
+		defer c.hand.leave(w, false)
 		notice := func(token, head string) { c.hand.notice(0, rkey+"\x00"+token+"\x00"+head) }
 		for i := range 200 {
 			ours, theirs := fmt.Sprintf("ours%d", i), fmt.Sprintf("theirs%d", i)
@@ -424,7 +424,10 @@ func TestWinnerLeavesRefusingNodesInBackground(t *testing.T) {
 		require.NoError(t, err)
 		got := make(chan error)
 		go func() {
-			_, err := waiter.Lock(t.Context(), "k", waitHour)
+			// Metadata: a release does not grant it the key (see
+			// grantable), it attempts. (A granted one's place goes with
+			// its Unlock: TestGrantedPlaceGoesWithUnlock.)
+			_, err := waiter.Lock(t.Context(), "k", waitHour, WithMetadata("m"))
 			got <- err
 		}()
 		synctest.Wait() // refused once, and queued on every node

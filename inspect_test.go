@@ -71,7 +71,7 @@ func TestInspectQueue(t *testing.T) {
 		}
 		s, err := holder.Inspect(t.Context(), "k")
 		require.NoError(t, err)
-		first := waiters.hand.id + ".1"
+		first := waiters.hand.id + ".wi1" // a writer a release may grant the key (see grantable)
 		for _, n := range s.Nodes {
 			require.Equal(t, 2, n.Waiting, n.Node)
 			require.Equal(t, first, n.FirstWaiter, n.Node)

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -33,8 +34,9 @@ import (
 //     place in right after could be letting it in beside a writer that
 //     still counts the node. Attempts are kept from that by the restart
 //     guard; a let-in arrives on the subscription, which a restart
-//     closes: a node whose subscription was confirmed again within the
-//     guard's period is not counted (countsFrom).
+//     closes: a node counts once a look sent after its subscription's
+//     last confirmation has brought back its run_id, which the guard
+//     judged, and not while the guard refuses its grants (countsFrom).
 //   - Stray admissions. A reader let in where it does not hold by its
 //     place's ID (it attempted instead, gave up, or the let-in came
 //     late) has the ID released there (abandon, letInNotice): a reader's
@@ -43,10 +45,28 @@ import (
 //
 // The lock then extends to its TTL, off the Lock call's path: until
 // then its validity is less than a lease (1 s by default).
+//
+// A writer granted the key by a release is the same on the Client's side
+// (docs/design.md, "A writer granted the key by the release"): where a
+// one-key mutex's release finds a waiter at the head of the queue that
+// may be granted the key (grantable: its place's ID carries ".wi"), each
+// node sets the key to that ID until the place's lapse, takes the place
+// out and tells its Client with the same notice. Two rules more:
+//
+//   - Its attempt ends its grants. The writer's attempts take a key
+//     granted to its place (the acquire script reads it as free for that
+//     place), but a refused one may reserve it for another waiter and a
+//     failed one's take-back deletes it. So once it has attempted (or been
+//     handed an attempt, handover.go) its grants count no more: they wake
+//     it to attempt, and its attempt takes them.
+//   - No grant with the hand-over inside one Client. An Unlock that sends
+//     its next waiter's attempt behind its release tells the nodes
+//     (Op.Handing), which then wake the waiter as before.
 
-// admission is a let-in waiter's record of its looks and admissions,
-// guarded by the handoff's mu. sends is nil for a waiter that is never
-// let in (any but a reader with a token of its own).
+// admission is a let-in waiter's record of its looks and admissions
+// (a granted writer's: grants), guarded by the handoff's mu. sends is nil
+// for a waiter that is never let in or granted the key (a reader with a
+// token of its own, a writer but as grantable says).
 type admission struct {
 	seq      int64               // the number of its last look
 	sends    map[int64]time.Time // its recent looks' sends, by number
@@ -54,7 +74,25 @@ type admission struct {
 	admitted uint64              // nodes that let it in (bit i: node i)
 	counted  uint64              // of those, the ones that count towards holding
 	took     bool                // it holds by its place's ID
+	// attempted: a writer that has attempted (or been handed an
+	// attempt): its attempt may have taken, or a failed one's gate
+	// reserved, a key a release granted its place, so its admissions no
+	// longer count; they wake it to attempt.
+	attempted bool
 }
+
+// grantable reports whether a waiter for t, with lc, may be granted the
+// key by a release (see wire's queueLua grant): a one-key mutex's, without
+// a token of its own (it would hold by its place's ID), fencing (the
+// release hands out no fencing token) or metadata (the node has none to
+// set).
+func grantable(t target, lc *lockConfig) bool {
+	return t.mode == wire.ModeMutex && t.rkeys == nil && t.slots == nil && lc.token == "" && !lc.fencing && lc.meta == ""
+}
+
+// isGrantee reports whether id is the place of a writer a release may
+// grant the key (see grantable).
+func isGrantee(id string) bool { return strings.Contains(id, ".wi") }
 
 // keptLooks bounds the looks whose sends a waiter keeps: looks are a
 // third of a lease apart, or closer when woken, and a let-in names the
@@ -72,15 +110,46 @@ func (h *handoff) numberLook(w *waiter, sent time.Time) int64 {
 	return w.seq
 }
 
-// countsFrom reports whether an admission by node i counts: not within
-// the restart guard's period of the node's subscription reconnecting.
+// countsFrom reports whether an admission by node i counts: the
+// subscription it came on is the process the restart guard knows. A
+// restart closes the subscription, and its confirmation again, or the
+// first one, may come from a process that restarted unseen: so a node
+// counts once a look sent after its subscription's last confirmation has
+// brought back the node's run_id (heardProcess), which the guard then
+// judged, and not while the guard refuses the node's grants.
 func (h *handoff) countsFrom(i int) bool {
-	guard := h.c.cfg.guard
-	if guard <= 0 || mutated(mutLetInUnguarded) {
+	if h.c.cfg.guard <= 0 || mutated(mutLetInUnguarded) {
 		return true
 	}
-	at := h.resubscribed[i].Load()
-	return at == 0 || time.Since(time.Unix(0, at)) >= guard
+	n := h.confirms[i].Load()
+	return n != 0 && h.heard[i].Load() == n && !h.c.guard.refusing(i)
+}
+
+// hearing returns judge, seeing first each node's run_id in the answers
+// to a look sent now (see heardProcess).
+func (h *handoff) hearing(judge func(int, wire.Result) wire.Result) func(int, wire.Result) wire.Result {
+	confirms := make([]uint64, len(h.confirms))
+	for i := range confirms {
+		confirms[i] = h.confirms[i].Load()
+	}
+	return func(i int, r wire.Result) wire.Result {
+		h.heardProcess(i, r.RunID, confirms[i])
+		return judge(i, r)
+	}
+}
+
+// heardProcess notes node i's run_id, from the answer to a look sent when
+// its subscription had been confirmed confirms times: the guard learns it
+// (a new process starts its period), and the node's admissions may count
+// (countsFrom) if no confirmation came since.
+func (h *handoff) heardProcess(i int, runID string, confirms uint64) {
+	if runID == "" || h.c.guard == nil {
+		return
+	}
+	h.c.guard.learn(i, runID)
+	if confirms != 0 && h.confirms[i].Load() == confirms {
+		h.heard[i].Store(confirms)
+	}
 }
 
 // letInNotice handles node i's notice that it let the reader id in to
@@ -112,11 +181,13 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	if mutated(mutLetInLastLook) {
 		sent, known = w.sends[w.seq], err == nil
 	}
-	if err != nil || !known || !h.countsFrom(i) {
+	if err != nil || !known || !h.countsFrom(i) || w.attempted && !mutated(mutGrantAfterAttempt) {
 		// Not to be counted: let in on a majority all the same, w
 		// attempts (as a release's notices would have woken it to), and
-		// its attempt is granted where it was let in.
-		if bits.OnesCount64(w.admitted) == h.c.quorum() {
+		// its attempt is granted where it was let in; but not while the
+		// nodes yet to let it in could still make a majority that counts
+		// (a writer's attempt ends its grants).
+		if bits.OnesCount64(w.admitted) >= h.c.quorum() && !h.mayCount(w) {
 			q.wake(w)
 		}
 		return
@@ -129,6 +200,19 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	if bits.OnesCount64(w.counted) == h.letInQuorum() {
 		q.wake(w)
 	}
+}
+
+// mayCount reports whether w's admissions counted so far, with those of
+// the nodes that have not let it in yet and would count, could still
+// hold the lock; callers hold h.mu.
+func (h *handoff) mayCount(w *waiter) bool {
+	n := bits.OnesCount64(w.counted)
+	for i := range h.c.nodes {
+		if w.admitted&(1<<i) == 0 && h.countsFrom(i) {
+			n++
+		}
+	}
+	return n >= h.letInQuorum() && !w.attempted
 }
 
 // letInQuorum is how many admissions hold the lock: a majority.
@@ -169,7 +253,7 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 		return nil
 	}
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: t.key, Read: true, Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity()})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: t.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity()})
 	}
 	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
 		if err := l.extend(ctx, ttl); err != nil {
@@ -185,6 +269,11 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 		ttl := lc.ttl
 		c.bg.Go(func() { _ = l.extend(context.WithoutCancel(ctx), ttl) })
 	}
+	// Its place on the nodes that did not let it in yet stays: a release
+	// there lets it in too (in its own name, which its Unlock releases),
+	// and its Unlock, by the place's ID, takes the place out. A leave now
+	// would cost each hand-off a script on the nodes whose notices were
+	// still on their way.
 	return l
 }
 
@@ -198,7 +287,12 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 	defer c.hand.mu.Unlock()
 	from, ok := w.letInFrom(c.hand.letInQuorum())
 	until := from.Add(d - drift(d, c.cfg.drift))
-	if !ok || !time.Now().Before(until) {
+	// Taken once only: a lock it took and gave back (its extension
+	// failed) released its admissions.
+	if w.took || w.attempted && !mutated(mutGrantAfterAttempt) || !ok || !time.Now().Before(until) {
+		if isGrantee(w.ID) {
+			w.attempted = true // the caller attempts next
+		}
 		return nil
 	}
 	w.took = true
@@ -218,9 +312,19 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 // none can follow it; callers hold h.mu. Notices of admissions that still
 // reach this Client are released as they come (letInNotice), for two
 // leases: by then any admission the nodes made has lapsed.
-func (h *handoff) abandon(w *waiter) uint64 {
+func (h *handoff) abandon(w *waiter, held bool) uint64 {
 	if w.sends == nil || w.took {
 		return 0
+	}
+	nodes := uint64(1)<<len(h.c.nodes) - 1
+	if w.attempted && held {
+		// A writer that holds by its attempt (its own, or one handed
+		// to it: the hand-over inside one Client, every time): its place
+		// left the nodes that granted the attempt, and one its attempt
+		// did not take is rare (a release that came between its look and
+		// its attempt, on a node that refused the attempt): released where
+		// its notice came, now or later, not on every node each time.
+		nodes = w.admitted
 	}
 	now := time.Now()
 	if h.abandoned == nil {
@@ -232,7 +336,7 @@ func (h *handoff) abandon(w *waiter) uint64 {
 		}
 	}
 	h.abandoned[w.ID] = now
-	return 1<<len(h.c.nodes) - 1
+	return nodes
 }
 
 // releaseLetIn releases the place ID id from rkey's readers on nodes (bit
@@ -249,6 +353,9 @@ func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
 		}
 	}
 	t := target{key: rkey, rkey: rkey, mode: wire.ModeRead}
+	if isGrantee(id) {
+		t.mode = wire.ModeMutex
+	}
 	o := t.op(wire.OpRelease, id, "", 0)
 	o.Wake = h.wakeArg
 	h.c.post(context.Background(), o, ns, h.c.cfg.lease)

@@ -11,8 +11,9 @@ import (
 	"github.com/redlock-go/redlock/internal/wire"
 )
 
-// The Client's rules for a reader let in by a writer's release (letin.go),
-// each a schedule built to break it. The simulator does not catch these
+// The Client's rules for a reader let in by a writer's release, and a
+// writer granted the key by a release (letin.go), each a schedule built
+// to break it. The simulator does not catch these
 // three within its budget (docs/testing.md): the lock extends to its TTL
 // at once, and only a failed extension leaves a validity claimed too long
 // exposed. So each schedule returns what went wrong ("" for nothing), the
@@ -27,8 +28,18 @@ func letInWaiter(t *testing.T) (*Client, target, *lockConfig, *waiter) {
 	tg := target{key: "rw:d", rkey: c.redisKey("rw:d"), mode: wire.ModeRead}
 	lc := &lockConfig{ttl: time.Minute}
 	w := c.hand.join(tg, lc)
-	t.Cleanup(func() { c.hand.leave(w) })
+	t.Cleanup(func() { c.hand.leave(w, false) })
+	heardAll(c)
 	return c, tg, lc, w
+}
+
+// heardAll notes every node's run_id as a look's answer after the
+// subscription's confirmation brings it (the subscriptions of fake nodes
+// are confirmed at once).
+func heardAll(c *Client) {
+	for i, n := range c.nodes {
+		c.hand.heardProcess(i, n.(*fakeNode).mem.RunID(), c.hand.confirms[i].Load())
+	}
 }
 
 // letInValidityBroken: a reader looks at t0 (look 1), again 300 ms later
@@ -64,11 +75,12 @@ func letInValidityBroken(t *testing.T) string {
 
 // letInGuardBroken: nodes 0 and 1 let the waiter in, and node 4 too but
 // naming no look of the waiter's (its place put back by an attempt): two
-// count, which never hold; three let it in, which wakes it to attempt.
-// Then nodes 2 and 3 confirm the Client's subscription again (a
-// reconnect, as a restart of the node causes) and let it in: within the
-// restart guard's period they do not count, so it does not hold by them
-// (it attempts, where the guard judges each grant).
+// count, which never hold; nodes 2 and 3 could still make them three, so
+// it is not woken yet. Then nodes 2 and 3 confirm the Client's
+// subscription again (a reconnect, as a restart of the node causes) and
+// let it in: until a look tells their processes they do not count, so it
+// does not hold by them, and with no majority left to count it is woken
+// to attempt (where the guard judges each grant).
 func letInGuardBroken(t *testing.T) string {
 	var broken string
 	synctest.Test(t, func(t *testing.T) {
@@ -82,12 +94,6 @@ func letInGuardBroken(t *testing.T) string {
 			_ = l.Unlock(context.Background())
 			return
 		}
-		select {
-		case <-w.wake:
-		default:
-			broken = "let in on a majority, and not woken to attempt"
-			return
-		}
 		c.hand.subscribed(2)
 		c.hand.subscribed(3)
 		c.hand.letInNotice(2, tg.rkey, w.ID, n)
@@ -95,9 +101,105 @@ func letInGuardBroken(t *testing.T) string {
 		if l := c.takeLetIn(t.Context(), tg, lc, w, 1); l != nil {
 			broken = "held by admissions of nodes whose subscriptions had just reconnected"
 			_ = l.Unlock(context.Background())
+			return
+		}
+		select {
+		case <-w.wake:
+		default:
+			broken = "let in on a majority that cannot count, and not woken to attempt"
 		}
 	})
 	return broken
+}
+
+// letInRestartBroken: a Client knows every node's process (its acquire
+// heard their run_ids); nodes 0, 1 and 2 restart empty; then a reader of
+// the Client queues, its subscriptions confirmed for the first time, by
+// the new processes, and those nodes let it in (say by a writer's
+// release that the restart made possible). Its look brought back their
+// new run_ids: the restart guard refuses their grants for its period,
+// and their admissions must not count either (simulator seed 11274, with
+// the reconnect rule that came before, which missed a first
+// confirmation).
+func letInRestartBroken(t *testing.T) string {
+	var broken string
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		c := newTestClient(t, fakes)
+		l, err := c.TryLock(t.Context(), "other")
+		if err != nil {
+			broken = err.Error()
+			return
+		}
+		_ = l.Unlock(t.Context())
+		for _, f := range fakes[:3] {
+			f.restart()
+		}
+		tg := target{key: "rw:d", rkey: c.redisKey("rw:d"), mode: wire.ModeRead}
+		lc := &lockConfig{ttl: time.Minute}
+		w := c.hand.join(tg, lc)
+		defer c.hand.leave(w, false)
+		c.pollQueue(t.Context(), lc, w)
+		n := strconv.FormatInt(w.seq, 10)
+		for i := range 3 {
+			c.hand.letInNotice(i, tg.rkey, w.ID, n)
+		}
+		if l := c.takeLetIn(t.Context(), tg, lc, w, 1); l != nil {
+			broken = "held by admissions of nodes that restarted before its subscriptions"
+			_ = l.Unlock(context.Background())
+		}
+	})
+	return broken
+}
+
+func TestLetInAfterUnseenRestart(t *testing.T) {
+	if b := letInRestartBroken(t); b != "" {
+		t.Fatal(b)
+	}
+}
+
+// grantAfterAttemptBroken: a writer waiting for k is granted the key by
+// node 0's release, then attempts (its notices too few): the attempt's
+// gate may reserve node 0's key for another waiter, or take it and its
+// take-back delete it. Nodes 1 and 2 then grant it too: with node 0 that
+// would be a majority, of which node 0 no longer holds it. So grants
+// count no more once the writer has attempted: they wake it to attempt.
+func grantAfterAttemptBroken(t *testing.T) string {
+	var broken string
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestClient(t, newFakeNodes(5))
+		tg := target{key: "k", rkey: c.redisKey("k"), mode: wire.ModeMutex}
+		lc := &lockConfig{ttl: time.Minute}
+		w := c.hand.join(tg, lc)
+		defer c.hand.leave(w, false)
+		heardAll(c)
+		n := strconv.FormatInt(c.hand.numberLook(w, time.Now()), 10)
+		c.hand.letInNotice(0, tg.rkey, w.ID, n)
+		if l := c.takeLetIn(t.Context(), tg, lc, w, 1); l != nil {
+			broken = "held by one grant of five"
+			_ = l.Unlock(context.Background())
+			return
+		}
+		c.hand.letInNotice(1, tg.rkey, w.ID, n)
+		c.hand.letInNotice(2, tg.rkey, w.ID, n)
+		if l := c.takeLetIn(t.Context(), tg, lc, w, 2); l != nil {
+			broken = "held by grants counted across its attempt"
+			_ = l.Unlock(context.Background())
+			return
+		}
+		select {
+		case <-w.wake:
+		default:
+			broken = "granted on a majority after its attempt, and not woken to attempt again"
+		}
+	})
+	return broken
+}
+
+func TestGrantsCountUntilAttempt(t *testing.T) {
+	if b := grantAfterAttemptBroken(t); b != "" {
+		t.Fatal(b)
+	}
 }
 
 func TestLetInValidityFromLooks(t *testing.T) {
@@ -125,7 +227,9 @@ func TestLetInMutantsCaught(t *testing.T) {
 		{"validity from the notices' arrival", mutLetInFromNotice, letInValidityBroken},
 		{"validity from the last look, not the one the node names", mutLetInLastLook, letInValidityBroken},
 		{"admissions counted past a reconnect", mutLetInUnguarded, letInGuardBroken},
+		{"admissions counted from a node that restarted before the subscription", mutLetInUnguarded, letInRestartBroken},
 		{"a minority of admissions holds", mutLetInMinority, letInGuardBroken},
+		{"a writer's grants counted across its attempt", mutGrantAfterAttempt, grantAfterAttemptBroken},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			activeMutants.Store(uint32(m.code))

@@ -45,6 +45,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		req := c.lookRequest(w, w.t, lc)
 		if w.sends != nil {
 			req.op.Seq = c.hand.numberLook(w, sent)
+			req.judge = c.hand.hearing(req.judge)
 		}
 		r := c.send(ctx, req)
 		c.endLook(w, r)

@@ -52,6 +52,9 @@ const (
 	// mutLetInKept: a reader let in where it does not hold by it keeps the
 	// admission (until its place's lapse) instead of releasing it.
 	mutLetInKept
+	// mutGrantAfterAttempt: a writer's grants by releases still count
+	// after it attempted, whose gate or take-back may have undone them.
+	mutGrantAfterAttempt
 )
 
 // activeMutants are the mutants a test switched on (a build with

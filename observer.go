@@ -69,10 +69,11 @@ type Event struct {
 	// where it takes two between Clients (docs/design.md, "The hand-over
 	// inside one Client").
 	HandedOver bool
-	// LetIn, for EventAcquire: a reader let in by a writer's release on a
-	// majority of nodes, without an attempt of its own (its Duration runs
-	// from the send of the look its validity counts from); its validity
-	// is less than a lease until the extension to its TTL that follows.
+	// LetIn, for EventAcquire: a reader let in by a writer's release, or
+	// a mutex's waiter granted the key by a release, on a majority of
+	// nodes, without an attempt of its own (its Duration runs from the
+	// send of the look its validity counts from); its validity is less
+	// than a lease until the extension to its TTL that follows.
 	LetIn    bool
 	Duration time.Duration // EventAcquire, EventExtend, EventRelease: how long the round took
 	Validity time.Duration // a successful EventAcquire or EventExtend: the validity left

@@ -108,7 +108,7 @@ func (s *waitLoop) queueAtOnce() bool {
 // forgetPlace drops our place from the Client's waiters of the key.
 func (s *waitLoop) forgetPlace() {
 	if s.w != nil {
-		s.c.hand.leave(s.w)
+		s.c.hand.leave(s.w, s.l != nil)
 	}
 }
 

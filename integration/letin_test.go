@@ -113,3 +113,99 @@ func TestReaderLetInByRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterGrantedByRelease: with default options, Lock calls waiting
+// behind another Client's holder are granted the key by its release, and
+// each by the release of the one before, without attempts of their own
+// (docs/design.md, "A writer granted the key by the release"): each holds
+// by its place's ID, with a validity below the waiter lease (1 s) at
+// first and its TTL once the extension that follows is in; a Do's work
+// goes on. Their Unlocks leave nothing on the nodes.
+func TestWriterGrantedByRelease(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	holder := newClient(t, Clients(t, nodes, nil))
+	var mu sync.Mutex
+	var acquires []redlock.Event
+	waiters := make([]*redlock.Client, 2)
+	for i := range waiters {
+		waiters[i] = newClient(t, Clients(t, nodes, nil), redlock.WithObserver(func(e redlock.Event) {
+			if e.Kind == redlock.EventAcquire && e.Err == nil {
+				mu.Lock()
+				acquires = append(acquires, e)
+				mu.Unlock()
+			}
+		}))
+	}
+	ctx := t.Context()
+	h, err := holder.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := waiters[0].Lock(ctx, key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	// And a Do, auto-extended: its lock, granted with less than a lease of
+	// validity, must not end at once (an auto-extended lock ends TTL/10
+	// before its validity: 1 s by default).
+	worked := make(chan error, 1)
+	queued := func(n int) func() bool {
+		return func() bool {
+			s, err := holder.Inspect(ctx, key)
+			if err != nil {
+				return false
+			}
+			for _, ns := range s.Nodes {
+				if ns.Waiting != n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	waitUntil(t, 10*time.Second, "the first waiter queued on every node", queued(1))
+	go func() {
+		worked <- waiters[1].Do(ctx, key, func(ctx context.Context) error {
+			time.Sleep(200 * time.Millisecond)
+			return context.Cause(ctx)
+		})
+	}()
+	waitUntil(t, 10*time.Second, "the second waiter queued on every node", queued(2))
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if !strings.Contains(l.Token(), ".wi") {
+		t.Errorf("token %q: not a granted place's ID", l.Token())
+	}
+	waitUntil(t, 10*time.Second, "the extension to the TTL", func() bool { return l.Validity() > time.Second })
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-worked; err != nil {
+		t.Errorf("Do, granted: %v", err)
+	}
+	mu.Lock()
+	if len(acquires) != 2 {
+		t.Errorf("%d acquisitions, want 2", len(acquires))
+	}
+	for _, e := range acquires {
+		if !e.LetIn || e.Validity > time.Second {
+			t.Errorf("an acquisition not granted by a release, or valid for more than a lease at first: %+v", e)
+		}
+	}
+	mu.Unlock()
+	for _, nd := range nodes {
+		if keys := Admin(t, nd).Keys(context.Background(), "*"+key+"*").Val(); len(keys) != 0 {
+			t.Errorf("%s: left after every Unlock: %v", nd.Addr, keys)
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (l *lane) prepare(ctx context.Context, batch []Call) (connErr, guardErr err
 		l.conn, l.connAt = cl.Conn(), time.Now()
 		l.pipe = l.conn.Pipeline()
 	}
-	if !l.s.guard || l.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.IsAcquire(c.Op.Kind) }) {
+	if !l.s.guard || l.runID != "" || !slices.ContainsFunc(batch, func(c Call) bool { return wire.TellsRunID(c.Op) }) {
 		return nil, nil
 	}
 	if l.s.infoWorks.Load() {

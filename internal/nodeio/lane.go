@@ -94,7 +94,7 @@ func (l *lane) send(batch []Call) {
 			l.s.scriptsRun.Store(true)
 		}
 		res := wire.Decode(c.Op.Kind, cmd)
-		if wire.IsAcquire(c.Op.Kind) {
+		if wire.TellsRunID(c.Op) {
 			res.RunID = l.runID
 		}
 		c.To.Deliver(c.Index, res)

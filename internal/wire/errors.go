@@ -24,3 +24,10 @@ func IsReply(err error) bool {
 }
 
 func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced || k == OpAcquirePlain }
+
+// TellsRunID reports whether o's result carries the node's run_id (the
+// restart guard's): an acquire's, and the look of a waiter that a release
+// may let in or grant the key, whose Client counts such admissions only
+// from a node it has heard the run_id of since the subscription that
+// brought them was last confirmed.
+func TellsRunID(o *Op) bool { return IsAcquire(o.Kind) || o.Kind == OpQueue && o.Seq > 0 }

@@ -9,6 +9,8 @@ package wire
 // holder's key has no TTL, −1 a PTTL of 0 ms, −101 a PTTL of 100 ms, or
 // the queue's refusal (gateLua). The holder's token lets a waiter tell a
 // holder with a majority from a split vote; it never leaves the library.
+// A key a release granted to the waiter's place (its ID: see queueLua's
+// grant) is free to the waiter's attempt, through the queue's gate.
 var acquireSrc = acquireScript("")
 
 // acquireScript is acquireSrc with check run first where the key is free.
@@ -17,6 +19,9 @@ func acquireScript(check string) string {
 local v = redis.call('GET', KEYS[1])
 local since = '' -- a reservation's: the release the key has been free since (see queueLua)
 if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
+if v and ARGV[4] and ARGV[4] ~= '' and string.sub(v, 1, #ARGV[4]) == ARGV[4] and (#v == #ARGV[4] or string.byte(v, #ARGV[4] + 1) == 0) then
+	v = false -- a release granted the key to our place: our attempt takes it (see queueLua's grant)
+end
 local queued = false -- places are left in the key's queue: the value is marked (Queued)
 if not v then` + check + gateIf(4) + `
 	redis.call('SET', KEYS[1], queued and addMark(ARGV[2]) or ARGV[2], 'PX', ARGV[3])
@@ -48,13 +53,18 @@ return 1
 // wakes that waiter: it publishes {lock key, NUL, token, NUL, waiter
 // ID} on the channel of the waiter's Client (ARGV[3] followed by the part of
 // the ID before its first '.'); a read-write lock's writer wakes every
-// reader at the front (wakeFront). With a cooldown, it leaves the key in place
+// reader at the front (wakeFront); a waiter that may be granted the key
+// it grants it instead (queueLua's grant), unless ARGV[4] says the release
+// hands the key to its own Client's next waiter, whose attempt comes right
+// behind it. With a cooldown, it leaves the key in place
 // to expire cooldown ms from now instead, keeping other tokens out until
-// then, and wakes nobody.
+// then, and wakes nobody. A token that is a place's ID (a granted
+// writer's, or a place a release may grant) takes that place out too, and
+// its look's number, handing a reservation made for it on.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
 // grants, which released no lock anyone held; the key is still Reserved
-// for a queue).
+// for a queue), ARGV[4] (optional) 1: a hand-over, which grants nobody.
 // Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
 // absent (expired); −1 another token holds it.
 //
@@ -62,7 +72,7 @@ return 1
 // they are on every lock's path, and under load the nodes' CPU is the
 // limit (a release looping over KEYS cost the 256-goroutine throughput
 // about 15% in an A/B run).
-var releaseSrc = `
+var releaseSrc = placeOutLua(".wi", queueLua) + `
 local v = redis.call('GET', KEYS[1])
 if not v or string.byte(v) == 0 then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
@@ -78,6 +88,10 @@ if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key'
 		if ARGV[3] == '' then -- sent to wake nobody: no release to name
 			reserve(left)
 			return 1
+		end
+		if grants(h) and not ARGV[4] then
+			grant(ARGV[3], q, l, h, left)
+			return {1, h}
 		end
 		reserve(left, nil, ARGV[1])
 		wakeFront(ARGV[3], h, ARGV[1])

@@ -24,6 +24,11 @@ type Op struct {
 	// number, which the node keeps beside the place, and names when a
 	// release lets the reader in (see queueLua); 0: none.
 	Seq int64
+	// Handing, OpRelease: an Unlock that sends its own Client's next
+	// waiter's attempt behind it (the hand-over inside one Client): the
+	// release wakes that waiter and never grants it the key (see queueLua's
+	// grant), which its attempt takes.
+	Handing bool
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
@@ -110,7 +115,11 @@ func (o *Op) Encode() {
 	case OpExtend:
 		o.set(keys, o.Token, ms)
 	case OpRelease:
-		o.set(keys, o.Token, ms, o.wakeArg())
+		if o.Handing {
+			o.set(keys, o.Token, ms, o.wakeArg(), 1)
+		} else {
+			o.set(keys, o.Token, ms, o.wakeArg())
+		}
 	case OpInspect:
 		o.set(withFence())
 	case OpAcquireFenced: // the residue (ARGV[4]) is per node: see Args

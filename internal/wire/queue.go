@@ -73,6 +73,12 @@ import "fmt"
 // passes to the next place. writerAhead finds the first live writer ahead
 // of a place (of any place, for "": an unqueued reader), among the first
 // 64.
+//
+// A writer whose ID has 'wi' (grants: a one-key mutex's waiter that the
+// Client lets a release grant the key) a mutex's release grants the key
+// instead of waking it (grant): the key is set to the place's ID (marked
+// while places are left), until the place's lapse; the place and its
+// look's number leave, and its Client is told with LetIn and that number.
 const queueLua = nowLua + queueFnsLua
 
 // nowLua defines now(), the node's time in ms: the one function of
@@ -158,6 +164,14 @@ local function wake(prefix, id, token, k, since)
 end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
 local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
+local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
+local function grant(prefix, q, l, x, left) -- writer x takes the free key, until its place's lapse
+	leave(q, l, x)
+	local n = redis.call('ZSCORE', KEYS[1] .. ':seq', x) -- the look that set the lapse, or one before it
+	if n then redis.call('ZREM', KEYS[1] .. ':seq', x) end
+	redis.call('SET', KEYS[1], redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
+	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), KEYS[1] .. '\0\3in' .. (n or '') .. '\0' .. x)
+end
 local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
 	k = k or KEYS[1]
 	local r = k .. ':readers'
@@ -198,6 +212,23 @@ local function writerAhead(q, l, t, id)
 	return false, 0
 end
 `
+
+// placeOutLua is the start of a release of a token that may be a place's
+// ID, marked by marker (".ri": a reader a release may let in; ".wi": a
+// writer a release may grant the key): the place goes, with its look's
+// number, so that no later release lets it in or grants it the key
+// again, and a reservation made for it is the next place's. fns defines
+// handOn (queueLua, or queueFnsLua after nowLua).
+func placeOutLua(marker, fns string) string {
+	return `
+if string.find(ARGV[1], '` + marker + `', 1, true) and redis.call('ZREM', KEYS[1] .. ':queue', ARGV[1]) == 1 then
+	redis.call('ZREM', KEYS[1] .. ':lease', ARGV[1])
+	redis.call('ZREM', KEYS[1] .. ':seq', ARGV[1])
+` + fns + `
+	handOn(KEYS[1] .. ':queue', KEYS[1] .. ':lease', now())
+end
+`
+}
 
 // gateLua decides whether a free key may be granted: gate returns nil when
 // it may (and takes the waiter's entry out of the queue), or the refusal
@@ -296,12 +327,25 @@ func requeueIf(i int) string {
 // hold (a read-write lock), the readers' longest lease left stands for
 // the PTTL. A waiter that leaves from the head of the queue while the key is free
 // publishes {ID, NUL, new head} on the key's release channel, as a release
-// does, so that the new head need not wait for its timer.
+// does, so that the new head need not wait for its timer. ARGV[5], from a
+// writer a release may grant the key (see queueLua's grant): the look's
+// number, kept in KEYS[1]..":seq" beside the place; such a writer's look
+// that finds the key granted to it answers {LetIn, PTTL, −2}, and puts no
+// place back.
 var queueSrc = queueLua + readersLua + `
+if ARGV[2] ~= '0' and grants(ARGV[1]) then -- granted the key by a release: its look puts no place back
+	local v = redis.call('GET', KEYS[1])
+	if v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0') then
+		return {'\3in', redis.call('PTTL', KEYS[1]), -2}
+	end
+end
 local q, l = qkeys()
 local t = now()
 local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
 if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
+if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], ARGV[1]) == 1 then
+	redis.call('PEXPIRE', KEYS[1] .. ':seq', 2 * tonumber(ARGV[3]))
+end
 local h, left = head(q, l, t)
 local v, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
 local reserved = v and string.byte(v) == 0

@@ -162,16 +162,8 @@ return 1
 // channels' prefix ("": wake nobody).
 // Reply: 1 released, or {1, first waiter} when it woke one; 0 the reader
 // was gone.
-const readReleaseSrc = nowLua + `
+var readReleaseSrc = nowLua + placeOutLua(".ri", queueFnsLua) + `
 local r = KEYS[1] .. ':readers'
--- A place's ID, let in: its place goes, so that no later release lets it
--- in again, and a reservation made for it is the next place's.
-if string.find(ARGV[1], '.ri', 1, true) and redis.call('ZREM', KEYS[1] .. ':queue', ARGV[1]) == 1 then
-	redis.call('ZREM', KEYS[1] .. ':lease', ARGV[1])
-	redis.call('ZREM', KEYS[1] .. ':seq', ARGV[1])
-` + queueFnsLua + `
-	handOn(KEYS[1] .. ':queue', KEYS[1] .. ':lease', now())
-end
 local t = now()
 local s = redis.call('ZSCORE', r, ARGV[1])
 if not s or tonumber(s) <= t then

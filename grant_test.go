@@ -1,0 +1,148 @@
+package redlock
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// TestGrantScripts holds the scripts of a writer granted the key by a
+// release (letin.go) to their answers on a real redis-server: a mutex's
+// release sets the key to its live first waiter's place ID, if that
+// waiter may be granted it (".wi"), until its place's lapse, marked while
+// others wait, takes the place and its look's number out and names that
+// number in its notice; it grants no older Client's waiter, no lapsed
+// place, and nobody when it hands over inside one Client; the granted
+// waiter's look answers LetIn without putting its place back; its attempt
+// takes the key from its place's ID; a release by a place's ID takes the
+// place out too.
+func TestGrantScripts(t *testing.T) {
+	rc, run := scriptNode(t)
+	ctx := t.Context()
+	const lease, ttl = time.Minute, time.Minute
+	key := "redlock:{doc}"
+	look := func(id string, ticket, seq int64, lease time.Duration) any {
+		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
+		o.Place, o.Wake, o.Seq = &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
+		return run(o)
+	}
+	release := func(token string, handing bool) any {
+		o := wire.NewOp(wire.OpRelease, key, token, "", 0)
+		o.Wake, o.Handing = "redlock:wake:", handing
+		return run(o)
+	}
+	acquire := func(token string, p *wire.Place) any {
+		o := wire.NewOp(wire.OpAcquire, key, token, token, ttl)
+		o.Place = p
+		return run(o)
+	}
+	get := func() string { return rc.Get(ctx, key).Val() }
+	queue := func() []string { return rc.ZRange(ctx, key+":queue", 0, -1).Val() }
+	sub := rc.Subscribe(ctx, "redlock:wake:c", "redlock:wake:d")
+	t.Cleanup(func() { _ = sub.Close() })
+	for range 2 {
+		_, err := sub.Receive(ctx)
+		require.NoError(t, err)
+	}
+	notice := func() string {
+		m, err := sub.ReceiveMessage(ctx)
+		require.NoError(t, err)
+		return m.Channel + " " + m.Payload
+	}
+
+	require.Equal(t, int64(1), acquire("htok", nil))
+	look("c.wi1", 100, 6, lease)
+	look("c.wi1", 100, 7, lease) // its last look: the one the grant names
+	look("d.2", 200, 0, lease)   // an older Client's writer
+	look("c.wi3", 300, 9, lease)
+	lapse := rc.ZScore(ctx, key+":lease", "c.wi1").Val()
+	require.Equal(t, []any{int64(1), "c.wi1"}, release("htok", false))
+	require.Equal(t, "c.wi1\x00\x02", get(), "granted to the place's ID, marked: others wait")
+	left := rc.PTTL(ctx, key).Val()
+	now := float64(time.Now().UnixMilli()) // this machine's clock is the server's
+	require.InDelta(t, lapse-now, float64(left.Milliseconds()), 1000, "until the place's lapse")
+	require.Equal(t, []string{"d.2", "c.wi3"}, queue(), "the granted place is out")
+	require.Equal(t, []string{"c.wi3"}, rc.ZRange(ctx, key+":seq", 0, -1).Val(), "and its look's number")
+	require.Equal(t, "redlock:wake:c "+key+"\x00"+wire.LetIn+"7\x00c.wi1", notice())
+
+	r := look("c.wi1", 100, 8, lease).([]any)
+	require.Equal(t, wire.LetIn, r[0], "a granted waiter's look says so")
+	require.Equal(t, int64(-2), r[2])
+	require.NotContains(t, queue(), "c.wi1", "and does not put its place back")
+
+	// Its attempt (its notices too few, say) takes the key from its place.
+	require.Equal(t, int64(1), acquire("t1", &wire.Place{ID: "c.wi1", Ticket: 100, Lease: lease}))
+	require.Equal(t, "t1\x00\x02", get())
+	// An older Client's waiter is woken, not granted.
+	require.Equal(t, []any{int64(1), "d.2"}, release("t1", false))
+	require.Equal(t, "\x00t1", get())
+	require.Equal(t, "redlock:wake:d "+key+"\x00t1\x00d.2", notice())
+
+	// A release by a place's ID takes its place (and number) out, and
+	// hands the reservation made for the head on.
+	look("d.2", 0, 0, lease) // d.2 leaves: c.wi3 is first, and woken (in the name of the release too)
+	require.Equal(t, "redlock:wake:c "+key+"\x00d.2\x00c.wi3", notice())
+	require.Equal(t, "redlock:wake:c "+key+"\x00t1\x00c.wi3", notice())
+	require.Equal(t, int64(0), release("c.wi3", false), "never granted: nothing to release")
+	require.Empty(t, queue(), "but its place goes")
+	require.Empty(t, rc.ZRange(ctx, key+":seq", 0, -1).Val())
+	require.Equal(t, int64(0), rc.Exists(ctx, key).Val(), "nobody left to reserve the key for")
+
+	// The hand-over inside one Client: the release wakes, never grants.
+	require.Equal(t, int64(1), acquire("h2", nil))
+	look("c.wi5", 500, 1, lease)
+	require.Equal(t, []any{int64(1), "c.wi5"}, release("h2", true))
+	require.Equal(t, "\x00h2", get(), "reserved for the waiter, whose attempt takes it")
+	require.Equal(t, "redlock:wake:c "+key+"\x00h2\x00c.wi5", notice())
+	require.Equal(t, int64(1), acquire("t5", &wire.Place{ID: "c.wi5", Ticket: 500, Lease: lease}))
+
+	// Alone in the queue: granted unmarked. A lapsed place: not granted.
+	look("c.wi6", 600, 1, lease)
+	require.Equal(t, []any{int64(1), "c.wi6"}, release("t5", false))
+	require.Equal(t, "c.wi6", get())
+	require.Equal(t, "redlock:wake:c "+key+"\x00"+wire.LetIn+"1\x00c.wi6", notice())
+	look("c.wi7", 700, 1, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, int64(1), release("c.wi6", false), "the holder by its place's ID releases")
+	require.Equal(t, int64(0), rc.Exists(ctx, key).Val(), "its lapsed place is not granted the key")
+}
+
+// TestGrantedPlaceGoesWithUnlock: a writer granted the key by a release on
+// 4 of 5 nodes holds by its place's ID; its place stays on the node where
+// another token held the key, and its Unlock takes it out there.
+func TestGrantedPlaceGoesWithUnlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		holder, waiter := newTestClient(t, fakes), newTestClient(t, fakes)
+		l, err := holder.TryLock(t.Context(), "k")
+		require.NoError(t, err)
+		got := make(chan *Lock)
+		go func() {
+			w, err := waiter.Lock(t.Context(), "k", waitHour)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		synctest.Wait() // refused once, and queued on every node
+		rkey := waiter.redisKey("k")
+		fakes[4].set(rkey, "other", time.Minute)
+		require.NoError(t, l.Unlock(t.Context())) // released on 4 of 5, each granting the waiter
+		w := <-got
+		require.NotNil(t, w)
+		require.Contains(t, w.Token(), ".wi", "held by its place's ID")
+		queued := func() any { return fakes[4].mem.Do("ZCOUNT", rkey+":queue", "-inf", "+inf") }
+		require.EqualValues(t, 1, queued())
+		require.NoError(t, w.Unlock(t.Context()))
+		synctest.Wait()
+		require.EqualValues(t, 0, queued(), "its Unlock left its place where it was not granted")
+		for _, f := range fakes[:4] {
+			_, ok := f.value(rkey)
+			require.False(t, ok)
+		}
+	})
+}
