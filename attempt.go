@@ -214,7 +214,7 @@ func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	takeBack := func() *wire.Op { // an op each: a round encodes its op
 		o := a.op(wire.OpRelease, a.token, "", 0)
 		if won || !mutated(mutSilentTakeBack) {
-			o.Wake = c.hand.wakeArg
+			o.Wake, o.WakeOnly = c.hand.wakeArg, true
 		}
 		return o
 	}

@@ -273,6 +273,8 @@ func TestLateWinnerWakesNext(t *testing.T) {
 		select {
 		case l := <-got:
 			require.Zero(t, time.Since(at), "the next waiter was not woken by the take-backs")
+			// Woken to attempt: a take-back grants nothing (Op.WakeOnly).
+			require.NotContains(t, l.Token(), ".wi", "a take-back granted the key")
 			require.NoError(t, l.Unlock(ctx))
 		default:
 			t.Fatal("the next waiter was not woken: the first waiter's grants made a majority, and were given back")

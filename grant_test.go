@@ -32,7 +32,7 @@ func TestGrantScripts(t *testing.T) {
 	}
 	release := func(token string, handing bool) any {
 		o := wire.NewOp(wire.OpRelease, key, token, "", 0)
-		o.Wake, o.Handing = "redlock:wake:", handing
+		o.Wake, o.WakeOnly = "redlock:wake:", handing
 		return run(o)
 	}
 	acquire := func(token string, p *wire.Place) any {

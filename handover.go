@@ -72,7 +72,7 @@ func (h *handoff) claim(l *Lock, cooldown time.Duration, partial bool) *handedAt
 // the release's round; the waiter collects the attempt's (attemptHanded).
 func (c *Client) sendHandOver(ctx context.Context, rel request, ha *handedAttempt) *round {
 	ha.req = c.acquireRequest(ha.a)
-	rel.op.Handing = true // the attempt takes the key: the release must not grant it (letin.go)
+	rel.op.WakeOnly = true // the attempt takes the key: the release must not grant it (letin.go)
 	rel.nodes, rel.timed = c.nodes, c.timed
 	ha.req.nodes, ha.req.timed = c.nodes, c.timed
 	ha.a.start = time.Now() // before the batch: validity counts from the first send

@@ -61,7 +61,7 @@ import (
 //     it to attempt, and its attempt takes them.
 //   - No grant with the hand-over inside one Client. An Unlock that sends
 //     its next waiter's attempt behind its release tells the nodes
-//     (Op.Handing), which then wake the waiter as before.
+//     (Op.WakeOnly), which then wake the waiter as before.
 
 // admission is a let-in waiter's record of its looks and admissions
 // (a granted writer's: grants), guarded by the handoff's mu. sends is nil

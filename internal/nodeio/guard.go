@@ -140,7 +140,7 @@ func (l *lane) checkInfo(ctx context.Context, batch []Call) {
 		}
 		if res := wire.Decode(c.Op.Kind, cmd); res.Status == wire.StatusOK {
 			back := wire.NewOp(wire.OpRelease, c.Op.Key, c.Op.Token, "", 0)
-			back.Keys, back.Mode, back.Wake = c.Op.Keys, c.Op.Mode, c.Op.Wake
+			back.Keys, back.Mode, back.Wake, back.WakeOnly = c.Op.Keys, c.Op.Mode, c.Op.Wake, true
 			back.Encode()
 			_ = l.conn.Process(ctx, noRetry{redis.NewCmd(ctx, back.Args(l.s.index)...)})
 		}

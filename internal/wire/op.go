@@ -24,11 +24,15 @@ type Op struct {
 	// number, which the node keeps beside the place, and names when a
 	// release lets the reader in (see queueLua); 0: none.
 	Seq int64
-	// Handing, OpRelease: an Unlock that sends its own Client's next
-	// waiter's attempt behind it (the hand-over inside one Client): the
-	// release wakes that waiter and never grants it the key (see queueLua's
-	// grant), which its attempt takes.
-	Handing bool
+	// WakeOnly, OpRelease: the release wakes the first waiter and never
+	// grants it the key (see queueLua's grant): an Unlock that sends its
+	// own Client's next waiter's attempt right behind it (the hand-over
+	// inside one Client), which takes the key, and a failed attempt's
+	// take-back, which released no lock anyone held: its grants would
+	// split the key between the waiter it woke on some nodes and the one
+	// the holder's own releases grant on others, each short of a majority
+	// until the grants lapse.
+	WakeOnly bool
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
@@ -115,7 +119,7 @@ func (o *Op) Encode() {
 	case OpExtend:
 		o.set(keys, o.Token, ms)
 	case OpRelease:
-		if o.Handing {
+		if o.WakeOnly {
 			o.set(keys, o.Token, ms, o.wakeArg(), 1)
 		} else {
 			o.set(keys, o.Token, ms, o.wakeArg())
