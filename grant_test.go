@@ -109,6 +109,35 @@ func TestGrantScripts(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	require.Equal(t, int64(1), release("c.wi6", false), "the holder by its place's ID releases")
 	require.Equal(t, int64(0), rc.Exists(ctx, key).Val(), "its lapsed place is not granted the key")
+
+	// A read-write lock's writer is granted the key by the last reader's
+	// release, not before; a reader's take-back wakes it and grants
+	// nothing.
+	for _, takeBack := range []bool{true, false} {
+		key = "redlock:{rw:doc" + map[bool]string{true: "1", false: "2"}[takeBack] + "}"
+		readOp := func(kind wire.Kind, token string, wakeOnly bool) any {
+			d := ttl
+			if kind == wire.OpRelease {
+				d = 0 // a release's is its cooldown
+			}
+			o := wire.NewOp(kind, key, token, token, d)
+			o.Mode, o.Wake, o.WakeOnly = wire.ModeRead, "redlock:wake:", wakeOnly
+			return run(o)
+		}
+		require.Equal(t, int64(1), readOp(wire.OpAcquire, "r1", false))
+		require.Equal(t, int64(1), readOp(wire.OpAcquire, "r2", false))
+		look("c.wi8", 800, 4, lease)
+		require.Equal(t, int64(1), readOp(wire.OpRelease, "r1", false), "a reader is left: nobody is woken")
+		require.Equal(t, []any{int64(1), "c.wi8"}, readOp(wire.OpRelease, "r2", takeBack))
+		if takeBack {
+			require.Equal(t, int64(0), rc.Exists(ctx, key).Val(), "woken, not granted")
+			require.Equal(t, "redlock:wake:c "+key+"\x00"+wire.ReadersLeft+"\x00c.wi8", notice())
+			continue
+		}
+		require.Equal(t, "c.wi8", get(), "granted to the writer's place")
+		require.Empty(t, queue())
+		require.Equal(t, "redlock:wake:c "+key+"\x00"+wire.LetIn+"4\x00c.wi8", notice())
+	}
 }
 
 // TestGrantedPlaceGoesWithUnlock: a writer granted the key by a release on

@@ -87,7 +87,7 @@ type admission struct {
 // release hands out no fencing token) or metadata (the node has none to
 // set).
 func grantable(t target, lc *lockConfig) bool {
-	return t.mode == wire.ModeMutex && t.rkeys == nil && t.slots == nil && lc.token == "" && !lc.fencing && lc.meta == ""
+	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil && t.slots == nil && lc.token == "" && !lc.fencing && lc.meta == ""
 }
 
 // isGrantee reports whether id is the place of a writer a release may

@@ -107,11 +107,7 @@ func TestReaderLetInByRelease(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	for _, nd := range nodes {
-		if keys := Admin(t, nd).Keys(context.Background(), "*"+key+"*").Val(); len(keys) != 0 {
-			t.Errorf("%s: left after every Unlock: %v", nd.Addr, keys)
-		}
-	}
+	noKeysLeft(t, nodes, key)
 }
 
 // TestWriterGrantedByRelease: with default options, Lock calls waiting
@@ -203,6 +199,76 @@ func TestWriterGrantedByRelease(t *testing.T) {
 		}
 	}
 	mu.Unlock()
+	noKeysLeft(t, nodes, key)
+}
+
+// TestWriterGrantedByLastReader: with default options, a read-write
+// lock's writer waiting behind another Client's readers is granted the
+// key by the last reader's release, without an attempt of its own: it
+// holds by its place's ID.
+func TestWriterGrantedByLastReader(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	readers := newClient(t, Clients(t, nodes, nil))
+	writers := newClient(t, Clients(t, nodes, nil))
+	ctx := t.Context()
+	rm, err := readers.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm, err := writers.RWMutex(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*redlock.Lock
+	for range 2 {
+		r, err := rm.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, r)
+	}
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		w, err := wm.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	waitUntil(t, 10*time.Second, "the writer queued on every node", func() bool {
+		s, err := wm.Inspect(ctx)
+		if err != nil {
+			return false
+		}
+		for _, ns := range s.Nodes {
+			if ns.Waiting != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, r := range held {
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := <-got
+	if w == nil {
+		t.FailNow()
+	}
+	if !strings.Contains(w.Token(), ".wi") {
+		t.Errorf("token %q: not a granted place's ID", w.Token())
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noKeysLeft(t, nodes, key)
+}
+
+// noKeysLeft fails t if any node still has a key of the lock key's.
+func noKeysLeft(t *testing.T, nodes []*Node, key string) {
+	t.Helper()
 	for _, nd := range nodes {
 		if keys := Admin(t, nd).Keys(context.Background(), "*"+key+"*").Val(); len(keys) != 0 {
 			t.Errorf("%s: left after every Unlock: %v", nd.Addr, keys)

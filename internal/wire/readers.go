@@ -183,7 +183,11 @@ if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 ` + queueFnsLua + readersLua + `
 	if readers(t) == 0 and keyFree() then
 		local q, l = qkeys()
-		local h = head(q, l, t)
+		local h, left = head(q, l, t)
+		if h and grants(h) and not ARGV[4] then -- the writer after the last reader takes the key
+			grant(ARGV[3], q, l, h, left)
+			return {1, h}
+		end
 		if h then
 			wakeFront(ARGV[3], h, '\1readers')
 			return {1, h}
