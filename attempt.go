@@ -166,7 +166,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	}
 	// A grant took our place out of the node's queue; elsewhere it goes now,
 	// or when the node's late reply comes.
-	c.leaveOn(ctx, refused, a.target, a.place, ttl)
+	c.leavePlace(ctx, refused, a.target, a.place, ttl)
 	a.r.finish(&c.bg, func(i int, res wire.Result) func() {
 		again := l.lateGrant(ctx, i, res)
 		if a.place == nil || res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed {
@@ -176,7 +176,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 			if again != nil {
 				again()
 			}
-			c.leaveOn(ctx, []node{c.nodes[i]}, a.target, a.place, ttl)
+			c.leavePlace(ctx, []node{c.nodes[i]}, a.target, a.place, ttl)
 		}
 	})
 	if c.observing() {

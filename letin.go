@@ -339,6 +339,26 @@ func (h *handoff) abandon(w *waiter, held bool) uint64 {
 	return nodes
 }
 
+// leavePlace takes the place p of a Lock that won by its attempt out of
+// the queues of nodes, which refused the attempt: by a release of its ID
+// where a release may have granted that place the key (a writer's: see
+// grantable), which also deletes such a grant if one came before it,
+// and hands the key on; else by a leave. A grant that comes after the
+// Lock's Client has closed would otherwise wait for the place's lapse,
+// its notice lost (simulator seed 428, under load).
+func (c *Client) leavePlace(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	if p == nil || !isGrantee(p.ID) || t.rkeys != nil {
+		c.leaveOn(ctx, nodes, t, p, ttl)
+		return
+	}
+	o := t.op(wire.OpRelease, p.ID, "", 0)
+	o.Wake = c.hand.wakeArg
+	c.post(ctx, o, nodes, ttl)
+}
+
 // releaseLetIn releases the place ID id from rkey's readers on nodes (bit
 // i: node i), in the background; the release also takes the place out of
 // the queue there.
