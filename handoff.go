@@ -41,11 +41,10 @@ type handoff struct {
 	nready  atomic.Int32
 	last    int64 // the last ticket issued
 	seq     int   // waiters made
-	// Per node (letin.go): whether its subscription was confirmed; how
-	// many times it was (a confirmation after the first is a reconnect:
-	// maybe a restart); and the count it had when a look sent after that
-	// confirmation brought back the node's run_id (see countsFrom).
-	confirmed []atomic.Bool
+	// Per node (letin.go): how many times its subscription was confirmed
+	// (a confirmation after the first is a reconnect: maybe a restart);
+	// and the count it had when a look sent after that confirmation
+	// brought back the node's run_id (see countsFrom).
 	confirms  []atomic.Uint64
 	heard     []atomic.Uint64
 	abandoned map[string]time.Time // let-in waiters that ended without the lock, to when
@@ -122,7 +121,6 @@ func (h *handoff) init(c *Client) {
 	h.wakeArg = c.cfg.prefix + wakeInfix
 	h.queues = make(map[string]*waitQueue)
 	h.ready = make(chan struct{})
-	h.confirmed = make([]atomic.Bool, len(c.nodes))
 	h.confirms = make([]atomic.Uint64, len(c.nodes))
 	h.heard = make([]atomic.Uint64, len(c.nodes))
 }
@@ -132,8 +130,7 @@ func (h *handoff) init(c *Client) {
 // first is a reconnect, which a restart of the node also causes: see
 // countsFrom.
 func (h *handoff) subscribed(i int) {
-	h.confirms[i].Add(1)
-	if h.confirmed[i].Swap(true) {
+	if h.confirms[i].Add(1) > 1 {
 		return
 	}
 	if int(h.nready.Add(1)) == h.c.quorum() {

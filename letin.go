@@ -354,23 +354,28 @@ func (c *Client) leavePlace(ctx context.Context, nodes []node, t target, p *wire
 		c.leaveOn(ctx, nodes, t, p, ttl)
 		return
 	}
-	o := t.op(wire.OpRelease, p.ID, "", 0)
-	o.Wake = c.hand.wakeArg
-	c.post(ctx, o, nodes, ttl)
+	c.hand.releasePlace(t.rkey, p.ID, nodes)
 }
 
 // releaseLetIn releases the place ID id from rkey's readers on nodes (bit
 // i: node i), in the background; the release also takes the place out of
 // the queue there.
 func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
-	if nodes == 0 || mutated(mutLetInKept) {
-		return
-	}
 	var ns []node
 	for i, n := range h.c.nodes {
 		if nodes&(1<<i) != 0 {
 			ns = append(ns, n)
 		}
+	}
+	h.releasePlace(rkey, id, ns)
+}
+
+// releasePlace releases the place ID id, a let-in reader's or a granted
+// writer's, on nodes, in the background: the key or entry it may hold
+// there, and the place.
+func (h *handoff) releasePlace(rkey, id string, nodes []node) {
+	if len(nodes) == 0 || mutated(mutLetInKept) {
+		return
 	}
 	t := target{key: rkey, rkey: rkey, mode: wire.ModeRead}
 	if isGrantee(id) {
@@ -378,5 +383,5 @@ func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
 	}
 	o := t.op(wire.OpRelease, id, "", 0)
 	o.Wake = h.wakeArg
-	h.c.post(context.Background(), o, ns, h.c.cfg.lease)
+	h.c.post(context.Background(), o, nodes, h.c.cfg.lease)
 }

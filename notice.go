@@ -251,7 +251,7 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration, g
 	if len(heads) > 0 {
 		q.contended = time.Now().Add(lease)
 		w = q.waiters[namedBy(heads, quorum)]
-		if grants && w != nil && w.sends != nil && isGrantee(w.ID) && !w.attempted {
+		if grants && w != nil && isGrantee(w.ID) && !w.attempted {
 			return w.ID // the nodes granted it the key: their notices count (letin.go)
 		}
 	} else {

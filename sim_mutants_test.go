@@ -157,7 +157,7 @@ var mutants = []mutant{
 	// across the writer's attempt the simulator does not catch in its
 	// budget: TestLetInMutantsCaught builds the schedule.
 	scriptMutant("an attempt takes a key granted to another waiter's place (issue 27)", (&wire.Op{Kind: wire.OpAcquire}).Source(),
-		"string.sub(v, 1, #ARGV[4]) == ARGV[4] and (#v == #ARGV[4] or string.byte(v, #ARGV[4] + 1) == 0)", "string.find(v, '.wi', 1, true)"),
+		"(v == ARGV[4] or string.sub(v, 1, #ARGV[4] + 1) == ARGV[4] .. '\\0')", "string.find(v, '.wi', 1, true)"),
 	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
 		"local v = redis.call('GET', KEYS[1])\nif v and string.byte(v) ~= 0 then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }

@@ -19,7 +19,7 @@ func acquireScript(check string) string {
 local v = redis.call('GET', KEYS[1])
 local since = '' -- a reservation's: the release the key has been free since (see queueLua)
 if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
-if v and ARGV[4] and ARGV[4] ~= '' and string.sub(v, 1, #ARGV[4]) == ARGV[4] and (#v == #ARGV[4] or string.byte(v, #ARGV[4] + 1) == 0) then
+if v and ARGV[4] and ARGV[4] ~= '' and (v == ARGV[4] or string.sub(v, 1, #ARGV[4] + 1) == ARGV[4] .. '\0') then
 	v = false -- a release granted the key to our place: our attempt takes it (see queueLua's grant)
 end
 local queued = false -- places are left in the key's queue: the value is marked (Queued)

@@ -165,22 +165,22 @@ end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
 local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
 local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
-local function grant(prefix, q, l, x, left) -- writer x takes the free key, until its place's lapse
+local function admitted(prefix, q, l, x, k) -- place x leaves, and its Client is told it is in, naming its look
 	leave(q, l, x)
-	local n = redis.call('ZSCORE', KEYS[1] .. ':seq', x) -- the look that set the lapse, or one before it
-	if n then redis.call('ZREM', KEYS[1] .. ':seq', x) end
+	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set the lapse, or one before it
+	if n then redis.call('ZREM', k .. ':seq', x) end
+	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
+end
+local function grant(prefix, q, l, x, left) -- writer x takes the free key, until its place's lapse
+	admitted(prefix, q, l, x, KEYS[1]) -- (the script's writes are seen together)
 	redis.call('SET', KEYS[1], redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
-	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), KEYS[1] .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
 local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
 	k = k or KEYS[1]
 	local r = k .. ':readers'
 	redis.call('ZADD', r, u, x)
 	if redis.call('PTTL', r) < u - t then redis.call('PEXPIRE', r, u - t) end
-	leave(q, l, x)
-	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set u, or one before it
-	if n then redis.call('ZREM', k .. ':seq', x) end
-	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
+	admitted(prefix, q, l, x, k)
 end
 local function wakeFront(prefix, h, token, k, since)
 	if not isReader(h) then return wake(prefix, h, token, k, since) end
