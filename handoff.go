@@ -209,7 +209,10 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
 	if letIn || granted {
 		w.sends = map[int64]time.Time{}
-		w.from = make([]time.Time, len(h.c.nodes))
+		w.keys = make([]admits, max(len(t.slots), 1))
+		for k := range w.keys {
+			w.keys[k].from = make([]time.Time, len(h.c.nodes))
+		}
 	}
 	w.judge = w.judgeReply
 	if t.multiKey() {
@@ -229,10 +232,10 @@ func (h *handoff) queue(rkey string) *waitQueue {
 	return q
 }
 
-// leave unregisters w, whose Lock call holds the lock (held) or not; a
+// leave unregisters w, whose Lock call holds held (nil: nothing); a
 // waiter let in, or granted the key, where it does not hold by its
 // place's ID has the ID released there (see abandon).
-func (h *handoff) leave(w *waiter, held bool) {
+func (h *handoff) leave(w *waiter, held *Lock) {
 	h.mu.Lock()
 	if w.soon != nil {
 		w.soon.Stop()
@@ -245,7 +248,14 @@ func (h *handoff) leave(w *waiter, held bool) {
 	})
 	nodes := h.abandon(w, held)
 	h.mu.Unlock()
-	h.releaseLetIn(w.t.rkey, w.ID, nodes)
+	if nodes == nil {
+		return
+	}
+	k := 0
+	w.t.eachQueueKey(func(rkey string) {
+		h.releaseLetIn(rkey, w.ID, nodes[k])
+		k++
+	})
 }
 
 // forget drops rkey's queue when nothing in it matters any more; callers

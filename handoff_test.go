@@ -329,7 +329,7 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 		c := newTestClient(t, newFakeNodes(5))
 		const rkey = "redlock:{k}"
 		w := c.hand.join(c.target("k"), &lockConfig{})
-		defer c.hand.leave(w, false)
+		defer c.hand.leave(w, nil)
 		notice := func(token, head string) { c.hand.notice(0, rkey+"\x00"+token+"\x00"+head) }
 		for i := range 200 {
 			ours, theirs := fmt.Sprintf("ours%d", i), fmt.Sprintf("theirs%d", i)

@@ -154,7 +154,7 @@ func TestInspectWaitersOfEveryPrimitive(t *testing.T) {
 		wait(theirSem.Acquire)
 		slots, err := sem.Inspect(t.Context())
 		require.NoError(t, err)
-		requireOneWaiter(t, slots, waiters.hand.id+".5")
+		requireOneWaiter(t, slots, waiters.hand.id+".wi5") // a release may grant it a slot
 		cancel()
 		synctest.Wait()
 		require.NoError(t, w.Unlock(t.Context()))

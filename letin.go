@@ -68,12 +68,13 @@ import (
 // for a waiter that is never let in or granted the key (a reader with a
 // token of its own, a writer but as grantable says).
 type admission struct {
-	seq      int64               // the number of its last look
-	sends    map[int64]time.Time // its recent looks' sends, by number
-	from     []time.Time         // per node counted: the send its admission counts from
-	admitted uint64              // nodes that let it in (bit i: node i)
-	counted  uint64              // of those, the ones that count towards holding
-	took     bool                // it holds by its place's ID
+	seq   int64               // the number of its last look
+	sends map[int64]time.Time // its recent looks' sends, by number
+	// keys: the admissions of each key in whose queue it has a place:
+	// one, or a semaphore's slots (in eachQueueKey's order), each of
+	// which a release may grant it
+	keys []admits
+	took bool // it holds by its place's ID
 	// attempted: a writer that has attempted (or been handed an
 	// attempt): its attempt may have taken, or a failed one's gate
 	// reserved, a key a release granted its place, so its admissions no
@@ -81,13 +82,32 @@ type admission struct {
 	attempted bool
 }
 
+// admits is a waiter's admissions to one key.
+type admits struct {
+	from     []time.Time // per node counted: the send its admission counts from
+	admitted uint64      // nodes that let it in (bit i: node i)
+	counted  uint64      // of those, the ones that count towards holding
+}
+
+// admitsOf returns w's admissions to rkey, nil if it has no place there.
+func (w *waiter) admitsOf(rkey string) *admits {
+	if w.t.slots == nil {
+		return &w.keys[0]
+	}
+	k := slices.IndexFunc(w.t.slots, func(st target) bool { return st.rkey == rkey })
+	if k < 0 {
+		return nil
+	}
+	return &w.keys[k]
+}
+
 // grantable reports whether a waiter for t, with lc, may be granted the
-// key by a release (see wire's queueLua grant): a one-key mutex's, without
-// a token of its own (it would hold by its place's ID), fencing (the
-// release hands out no fencing token) or metadata (the node has none to
-// set).
+// key by a release (see wire's queueLua grant): a one-key mutex's, a
+// read-write lock's writer or a semaphore's (a slot), without a token of
+// its own (it would hold by its place's ID), fencing (the release hands
+// out no fencing token) or metadata (the node has none to set).
 func grantable(t target, lc *lockConfig) bool {
-	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil && t.slots == nil && lc.token == "" && !lc.fencing && lc.meta == ""
+	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil && lc.token == "" && !lc.fencing && lc.meta == ""
 }
 
 // isGrantee reports whether id is the place of a writer a release may
@@ -172,7 +192,11 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 		return
 	}
 	defer h.mu.Unlock()
-	w.admitted |= 1 << i
+	a := w.admitsOf(rkey)
+	if a == nil {
+		return
+	}
+	a.admitted |= 1 << i
 	if w.took {
 		return
 	}
@@ -187,28 +211,28 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 		// its attempt is granted where it was let in; but not while the
 		// nodes yet to let it in could still make a majority that counts
 		// (a writer's attempt ends its grants).
-		if bits.OnesCount64(w.admitted) >= h.c.quorum() && !h.mayCount(w) {
+		if bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a) {
 			q.wake(w)
 		}
 		return
 	}
-	w.from[i] = sent
+	a.from[i] = sent
 	if mutated(mutLetInFromNotice) {
-		w.from[i] = time.Now()
+		a.from[i] = time.Now()
 	}
-	w.counted |= 1 << i
-	if bits.OnesCount64(w.counted) == h.letInQuorum() {
-		q.wake(w)
+	a.counted |= 1 << i
+	if bits.OnesCount64(a.counted) == h.letInQuorum() {
+		q.wake(w) // (a semaphore's: to the slot, rkey)
 	}
 }
 
-// mayCount reports whether w's admissions counted so far, with those of
-// the nodes that have not let it in yet and would count, could still
+// mayCount reports whether w's admissions a counted so far, with those
+// of the nodes that have not let it in yet and would count, could still
 // hold the lock; callers hold h.mu.
-func (h *handoff) mayCount(w *waiter) bool {
-	n := bits.OnesCount64(w.counted)
+func (h *handoff) mayCount(w *waiter, a *admits) bool {
+	n := bits.OnesCount64(a.counted)
 	for i := range h.c.nodes {
-		if w.admitted&(1<<i) == 0 && h.countsFrom(i) {
+		if a.admitted&(1<<i) == 0 && h.countsFrom(i) {
 			n++
 		}
 	}
@@ -223,12 +247,12 @@ func (h *handoff) letInQuorum() int {
 	return h.c.quorum()
 }
 
-// letInFrom returns the time w's admissions hold the lock from: the
+// letInFrom returns the time a key's admissions hold it from: the
 // earliest of the best majority's, if a majority count.
-func (w *waiter) letInFrom(quorum int) (time.Time, bool) {
+func (a *admits) letInFrom(quorum int) (time.Time, bool) {
 	var from []time.Time
-	for i, t := range w.from {
-		if w.counted&(1<<i) != 0 {
+	for i, t := range a.from {
+		if a.counted&(1<<i) != 0 {
 			from = append(from, t)
 		}
 	}
@@ -237,6 +261,18 @@ func (w *waiter) letInFrom(quorum int) (time.Time, bool) {
 	}
 	slices.SortFunc(from, func(a, b time.Time) int { return b.Compare(a) })
 	return from[quorum-1], true
+}
+
+// bestAdmits returns the key (its index in w.keys) whose admissions hold
+// it longest, and from when, if any key's count on a majority: one key,
+// or, for a semaphore's waiter, one of the slots releases granted it.
+func (w *waiter) bestAdmits(quorum int) (k int, from time.Time, ok bool) {
+	for i := range w.keys {
+		if f, held := w.keys[i].letInFrom(quorum); held && (!ok || f.After(from)) {
+			k, from, ok = i, f, true
+		}
+	}
+	return k, from, ok
 }
 
 // takeLetIn returns the read lock w holds by its admissions, if it does
@@ -253,7 +289,7 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 		return nil
 	}
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: t.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity()})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: l.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity()})
 	}
 	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
 		if err := l.extend(ctx, ttl); err != nil {
@@ -285,7 +321,7 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 	d := min(c.cfg.lease, lc.ttl)
 	c.hand.mu.Lock()
 	defer c.hand.mu.Unlock()
-	from, ok := w.letInFrom(c.hand.letInQuorum())
+	k, from, ok := w.bestAdmits(c.hand.letInQuorum())
 	until := from.Add(d - drift(d, c.cfg.drift))
 	// Taken once only: a lock it took and gave back (its extension
 	// failed) released its admissions.
@@ -296,92 +332,13 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 		return nil
 	}
 	w.took = true
+	if t.slots != nil {
+		t = t.slots[k] // a semaphore's permit: the slot granted
+	}
 	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, acquired: from, ttl: lc.ttl, until: until, nodes: make([]nodeRecord, len(c.nodes))}
 	for i := range l.nodes {
-		l.nodes[i].granted = w.admitted&(1<<i) != 0
+		l.nodes[i].granted = w.keys[k].admitted&(1<<i) != 0
 	}
 	l.noteEnd()
 	return l
-}
-
-// abandon notes that w ended without holding by its place's ID, if it is
-// a let-in waiter, and returns the nodes where the ID must be released:
-// every node, since a let-in may be on its way (its notice, or the
-// subscription, lost or late: then it would keep writers off the node
-// until the place's lapse), and the release also takes the place out, so
-// none can follow it; callers hold h.mu. Notices of admissions that still
-// reach this Client are released as they come (letInNotice), for two
-// leases: by then any admission the nodes made has lapsed.
-func (h *handoff) abandon(w *waiter, held bool) uint64 {
-	if w.sends == nil || w.took {
-		return 0
-	}
-	nodes := uint64(1)<<len(h.c.nodes) - 1
-	if w.attempted && held {
-		// A writer that holds by its attempt (its own, or one handed
-		// to it: the hand-over inside one Client, every time): its place
-		// left the nodes that granted the attempt, and one its attempt
-		// did not take is rare (a release that came between its look and
-		// its attempt, on a node that refused the attempt): released where
-		// its notice came, now or later, not on every node each time.
-		nodes = w.admitted
-	}
-	now := time.Now()
-	if h.abandoned == nil {
-		h.abandoned = map[string]time.Time{}
-	}
-	for id, at := range h.abandoned {
-		if now.Sub(at) > 2*h.c.cfg.lease {
-			delete(h.abandoned, id)
-		}
-	}
-	h.abandoned[w.ID] = now
-	return nodes
-}
-
-// leavePlace takes the place p of a Lock that won by its attempt out of
-// the queues of nodes, which refused the attempt: by a release of its ID
-// where a release may have granted that place the key (a writer's: see
-// grantable), which also deletes such a grant if one came before it,
-// and hands the key on; else by a leave. A grant that comes after the
-// Lock's Client has closed would otherwise wait for the place's lapse,
-// its notice lost (simulator seed 428, under load).
-func (c *Client) leavePlace(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
-	if len(nodes) == 0 {
-		return
-	}
-	if p == nil || !isGrantee(p.ID) || t.rkeys != nil {
-		c.leaveOn(ctx, nodes, t, p, ttl)
-		return
-	}
-	c.hand.releasePlace(t.rkey, p.ID, nodes)
-}
-
-// releaseLetIn releases the place ID id from rkey's readers on nodes (bit
-// i: node i), in the background; the release also takes the place out of
-// the queue there.
-func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
-	var ns []node
-	for i, n := range h.c.nodes {
-		if nodes&(1<<i) != 0 {
-			ns = append(ns, n)
-		}
-	}
-	h.releasePlace(rkey, id, ns)
-}
-
-// releasePlace releases the place ID id, a let-in reader's or a granted
-// writer's, on nodes, in the background: the key or entry it may hold
-// there, and the place.
-func (h *handoff) releasePlace(rkey, id string, nodes []node) {
-	if len(nodes) == 0 || mutated(mutLetInKept) {
-		return
-	}
-	t := target{key: rkey, rkey: rkey, mode: wire.ModeRead}
-	if isGrantee(id) {
-		t.mode = wire.ModeMutex
-	}
-	o := t.op(wire.OpRelease, id, "", 0)
-	o.Wake = h.wakeArg
-	h.c.post(context.Background(), o, nodes, h.c.cfg.lease)
 }

@@ -28,7 +28,7 @@ func letInWaiter(t *testing.T) (*Client, target, *lockConfig, *waiter) {
 	tg := target{key: "rw:d", rkey: c.redisKey("rw:d"), mode: wire.ModeRead}
 	lc := &lockConfig{ttl: time.Minute}
 	w := c.hand.join(tg, lc)
-	t.Cleanup(func() { c.hand.leave(w, false) })
+	t.Cleanup(func() { c.hand.leave(w, nil) })
 	heardAll(c)
 	return c, tg, lc, w
 }
@@ -138,7 +138,7 @@ func letInRestartBroken(t *testing.T) string {
 		tg := target{key: "rw:d", rkey: c.redisKey("rw:d"), mode: wire.ModeRead}
 		lc := &lockConfig{ttl: time.Minute}
 		w := c.hand.join(tg, lc)
-		defer c.hand.leave(w, false)
+		defer c.hand.leave(w, nil)
 		c.pollQueue(t.Context(), lc, w)
 		n := strconv.FormatInt(w.seq, 10)
 		for i := range 3 {
@@ -171,7 +171,7 @@ func grantAfterAttemptBroken(t *testing.T) string {
 		tg := target{key: "k", rkey: c.redisKey("k"), mode: wire.ModeMutex}
 		lc := &lockConfig{ttl: time.Minute}
 		w := c.hand.join(tg, lc)
-		defer c.hand.leave(w, false)
+		defer c.hand.leave(w, nil)
 		heardAll(c)
 		n := strconv.FormatInt(c.hand.numberLook(w, time.Now()), 10)
 		c.hand.letInNotice(0, tg.rkey, w.ID, n)

@@ -61,9 +61,17 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	// A semaphore's waiter looks at every slot's queue at once: one batch
 	// per node, one node timeout at most.
 	reqs := make([]request, len(w.t.slots))
+	var seq int64
+	var judge func(int, wire.Result) wire.Result
+	if w.sends != nil { // a release may grant it a slot: one look's number for all
+		seq, judge = c.hand.numberLook(w, sent), c.hand.hearing(w.judge)
+	}
 	for i, st := range w.t.slots {
 		reqs[i] = c.lookRequest(w, st, lc)
 		reqs[i].nodes, reqs[i].timed = c.nodes, c.timed
+		if seq != 0 {
+			reqs[i].op.Seq, reqs[i].judge = seq, judge
+		}
 	}
 	rs := fanOutAll(ctx, reqs)
 	c.endLook(w, rs...)

@@ -78,7 +78,7 @@ func TestMultiLockTryLockRespectsQueue(t *testing.T) {
 		lc, err := b.callConfig("b", toLock, nil)
 		require.NoError(t, err)
 		w := b.hand.join(b.target("b"), &lockConfig{})
-		defer b.hand.leave(w, false)
+		defer b.hand.leave(w, nil)
 		_, f := b.pollQueue(ctx, &lc, w) // a place in b's queue on every node, the key free
 		require.Nil(t, f.r, "the waiter is first with the key free: it may attempt")
 		synctest.Wait()

@@ -99,46 +99,24 @@ func TestSemaphoreWokenAcrossLeaveAndRelease(t *testing.T) {
 				}
 			}
 		}
-		holder, err := holderC.Semaphore("pool", 2)
-		require.NoError(t, err)
-		held := map[string]*Lock{}
-		for range 2 {
-			l, err := holder.TryAcquire(ctx)
-			require.NoError(t, err)
-			held[l.Key()] = l
-			synctest.Wait() // on every node before the next sweep
-		}
-		got := map[string]chan *Lock{"first": make(chan *Lock, 1), "next": make(chan *Lock, 1)}
-		for _, w := range []struct {
-			who string
-			c   *Client
-		}{{"first", firstC}, {"next", nextC}} {
-			s, err := w.c.Semaphore("pool", 2)
-			require.NoError(t, err)
-			go func() {
-				l, err := s.Acquire(ctx)
-				if err != nil {
-					t.Errorf("%s: %v", w.who, err)
-				}
-				got[w.who] <- l
-			}()
-			synctest.Wait() // its sweep refused, it waits in line
-			time.Sleep(time.Millisecond)
-		}
+		// Metadata: waiters that leave a slot's queue, not release their
+		// place's ID there (a release may grant no slot to them: see
+		// grantable).
+		held, got := poolWaiters(t, holderC, WithMetadata("m"), firstC, nextC)
 		require.NoError(t, held[slotKey("pool", 0)].Unlock(ctx))
 		synctest.Wait() // the first waiter holds slot 0; its leave of slot 1 ran on nodes 3 and 4
-		first := <-got["first"]
+		first := <-got[0]
 		require.Equal(t, slotKey("pool", 0), first.Key())
 		require.NoError(t, held[slotKey("pool", 1)].Unlock(ctx))
 		synctest.Wait()
-		require.Empty(t, got["next"], "woken before the slot was free for it on a majority")
+		require.Empty(t, got[1], "woken before the slot was free for it on a majority")
 
 		at := time.Now()
 		close(gates[0])
 		close(gates[1])
 		synctest.Wait()
 		select {
-		case next := <-got["next"]:
+		case next := <-got[1]:
 			require.Zero(t, time.Since(at))
 			require.Equal(t, slotKey("pool", 1), next.Key())
 			require.NoError(t, next.Unlock(ctx))
@@ -148,4 +126,84 @@ func TestSemaphoreWokenAcrossLeaveAndRelease(t *testing.T) {
 		close(gates[2])
 		require.NoError(t, first.Unlock(ctx))
 	})
+}
+
+// TestSemaphoreGrantedTwoSlots: a waiter first in both slots' queues is
+// granted slot 0 by its release and holds it by its place's ID; its
+// release of that ID in slot 1 waits on every node (held back) while slot
+// 1 is released too and granted to it as well. Once its release runs, the
+// grant goes on to the next waiter, at once: a waiter that holds one slot
+// releases its place's ID in the others, on every node.
+func TestSemaphoreGrantedTwoSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		holderC, firstC, nextC := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		slot1 := holderC.target(slotKey("pool", 1)).rkey
+		gate := make(chan struct{})
+		var opened sync.Once
+		open := func() { opened.Do(func() { close(gate) }) }
+		defer open() // on a failure too: nothing stays blocked
+		for _, f := range fakes {
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpRelease && o.Key == slot1 && strings.HasPrefix(o.Token, firstC.hand.id+".wi") {
+					<-gate
+				}
+			}
+		}
+		held, got := poolWaiters(t, holderC, waitHour, firstC, nextC)
+		require.NoError(t, held[slotKey("pool", 0)].Unlock(ctx))
+		first := <-got[0]
+		require.Equal(t, slotKey("pool", 0), first.Key())
+		require.Contains(t, first.Token(), ".wi", "held by its place's ID")
+		require.NoError(t, held[slotKey("pool", 1)].Unlock(ctx))
+		synctest.Wait()
+		for _, f := range fakes {
+			v, _ := f.value(slot1)
+			require.True(t, strings.HasPrefix(v, first.Token()+"\x00"), "slot 1 granted to the first waiter too (marked: the next waits), on %s: %q", f.Name(), v)
+		}
+		require.Empty(t, got[1])
+
+		at := time.Now()
+		open()
+		next := <-got[1]
+		require.Zero(t, time.Since(at), "slot 1 did not go on to the next waiter at once")
+		require.Equal(t, slotKey("pool", 1), next.Key())
+		require.Contains(t, next.Token(), ".wi")
+		require.NoError(t, first.Unlock(ctx))
+		require.NoError(t, next.Unlock(ctx))
+	})
+}
+
+// poolWaiters fills the semaphore "pool" (2 permits) with holderC's
+// permits, returned by slot key, then has each of waiters' Clients, in
+// turn, wait in line for a permit (Acquire, with opt); got[i] returns
+// waiter i's.
+func poolWaiters(t *testing.T, holderC *Client, opt Option, waiters ...*Client) (held map[string]*Lock, got []chan *Lock) {
+	ctx := t.Context()
+	holder, err := holderC.Semaphore("pool", 2)
+	require.NoError(t, err)
+	held = map[string]*Lock{}
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		require.NoError(t, err)
+		held[l.Key()] = l
+		synctest.Wait() // on every node before the next sweep
+	}
+	for i, c := range waiters {
+		s, err := c.Semaphore("pool", 2, opt)
+		require.NoError(t, err)
+		ch := make(chan *Lock, 1)
+		got = append(got, ch)
+		go func() {
+			l, err := s.Acquire(ctx)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			ch <- l
+		}()
+		synctest.Wait() // its sweep refused, it waits in line
+		time.Sleep(time.Millisecond)
+	}
+	return held, got
 }

@@ -108,7 +108,7 @@ func (s *waitLoop) queueAtOnce() bool {
 // forgetPlace drops our place from the Client's waiters of the key.
 func (s *waitLoop) forgetPlace() {
 	if s.w != nil {
-		s.c.hand.leave(s.w, s.l != nil)
+		s.c.hand.leave(s.w, s.l)
 	}
 }
 
@@ -220,11 +220,13 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 	slot := s.slot
 	s.slot = -1
 	l, e := s.c.attempt(s.ctx, s.t.slots[slot], s.lc, s.attempts, s.w)
-	if e == nil {
+	if e == nil && s.w.sends == nil {
 		// The Lock is the caller's now; the other slots' queues are left
 		// in the background. Leaving them with the attempt instead made
 		// the attempt's batch longer on every node, and the hand-off gap
-		// p99 longer with it (docs/performance.md, 2026-11-26).
+		// p99 longer with it (docs/performance.md, 2026-11-26). (A
+		// waiter a release may grant a slot has its place's ID released
+		// there instead, when the call returns: see handoff.abandon.)
 		others, place := s.t, s.w.Place
 		others.slots = slices.Delete(slices.Clone(s.t.slots), slot, slot+1)
 		s.c.leaveOn(s.ctx, s.c.nodes, others, &place, s.lc.ttl)

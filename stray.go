@@ -1,0 +1,113 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// This file is the stray admissions of let-in waiters (letin.go): a
+// reader let in, or a writer or a semaphore's waiter granted a key, where
+// it does not hold by its place's ID (it attempted instead, gave up, its
+// Client closed, or it holds another slot) has that ID released there,
+// which also takes its place out of the queue, so that nothing keeps
+// others off the key until the place's lapse.
+
+// abandon notes that w ended, holding held (nil: nothing), and returns,
+// per key of w's (w.keys' order), the nodes where its place's ID must be
+// released, nil for none, if it is a let-in waiter: every node for a key
+// it does not hold by, since a let-in may be on its way (its notice, or
+// the subscription, lost or late: then it would keep writers off the node
+// until the place's lapse), and the release also takes the place out, so
+// none can follow it; a semaphore's waiter that holds one slot has its
+// place in the others released so. Notices of admissions that still
+// reach this Client are released as they come (letInNotice), for two
+// leases: by then any admission the nodes made has lapsed. Callers hold
+// h.mu.
+func (h *handoff) abandon(w *waiter, held *Lock) []uint64 {
+	if w.sends == nil {
+		return nil
+	}
+	all := uint64(1)<<len(h.c.nodes) - 1
+	nodes := make([]uint64, len(w.keys))
+	for k := range nodes {
+		switch {
+		case held == nil || w.admitsOf(held.rkey) != &w.keys[k]:
+			nodes[k] = all
+		case w.took: // it holds by its place's ID here: its Unlock releases it
+		case !w.attempted: // a reader that holds by its attempt
+			nodes[k] = all
+		default:
+			// A writer that holds by its attempt (its own, or one handed
+			// to it: the hand-over inside one Client, every time): its
+			// place left the nodes that granted the attempt, and one its
+			// attempt did not take is rare (a release that came between
+			// its look and its attempt, on a node that refused the
+			// attempt): released where its notice came, now or later,
+			// not on every node each time.
+			nodes[k] = w.keys[k].admitted
+		}
+	}
+	if w.took {
+		return nodes // (its other slots' grants cannot come after their release)
+	}
+	now := time.Now()
+	if h.abandoned == nil {
+		h.abandoned = map[string]time.Time{}
+	}
+	for id, at := range h.abandoned {
+		if now.Sub(at) > 2*h.c.cfg.lease {
+			delete(h.abandoned, id)
+		}
+	}
+	h.abandoned[w.ID] = now
+	return nodes
+}
+
+// leavePlace takes the place p of a Lock that won by its attempt out of
+// the queues of nodes, which refused the attempt: by a release of its ID
+// where a release may have granted that place the key (a writer's: see
+// grantable), which also deletes such a grant if one came before it,
+// and hands the key on; else by a leave. A grant that comes after the
+// Lock's Client has closed would otherwise wait for the place's lapse,
+// its notice lost (simulator seed 428, under load).
+func (c *Client) leavePlace(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	if p == nil || !isGrantee(p.ID) || t.rkeys != nil {
+		c.leaveOn(ctx, nodes, t, p, ttl)
+		return
+	}
+	c.hand.releasePlace(t.rkey, p.ID, nodes)
+}
+
+// releaseLetIn releases the place ID id from rkey's readers on nodes (bit
+// i: node i), in the background; the release also takes the place out of
+// the queue there.
+func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
+	var ns []node
+	for i, n := range h.c.nodes {
+		if nodes&(1<<i) != 0 {
+			ns = append(ns, n)
+		}
+	}
+	h.releasePlace(rkey, id, ns)
+}
+
+// releasePlace releases the place ID id, a let-in reader's or a granted
+// writer's, on nodes, in the background: the key or entry it may hold
+// there, and the place.
+func (h *handoff) releasePlace(rkey, id string, nodes []node) {
+	if len(nodes) == 0 || mutated(mutLetInKept) {
+		return
+	}
+	t := target{key: rkey, rkey: rkey, mode: wire.ModeRead}
+	if isGrantee(id) {
+		t.mode = wire.ModeMutex
+	}
+	o := t.op(wire.OpRelease, id, "", 0)
+	o.Wake = h.wakeArg
+	h.c.post(context.Background(), o, nodes, h.c.cfg.lease)
+}
