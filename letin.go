@@ -173,9 +173,10 @@ func (h *handoff) heardProcess(i int, runID string, confirms uint64) {
 }
 
 // letInNotice handles node i's notice that it let the reader id in to
-// rkey's readers, naming the look n ("": none) whose send it counts from:
-// counted for the waiter, which is woken once a majority count; released
-// at once for a waiter that ended without it.
+// rkey's readers, or granted the writer id the key rkey (a semaphore's
+// waiter: the slot rkey), naming the look n ("": none) whose send it
+// counts from: counted for the waiter, which is woken once a majority
+// count; released at once for a waiter that ended without it.
 func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	h.mu.Lock()
 	var w *waiter
@@ -275,11 +276,12 @@ func (w *waiter) bestAdmits(quorum int) (k int, from time.Time, ok bool) {
 	return k, from, ok
 }
 
-// takeLetIn returns the read lock w holds by its admissions, if it does
-// (nil otherwise: it attempts as before), and extends it to its TTL: in
-// the background, or, for an auto-extended lock (which ends TTL/10 before
-// its validity: at once, with a validity under a lease), before it
-// returns it.
+// takeLetIn returns the lock w holds by its admissions, if it does (nil
+// otherwise: it attempts as before): a reader's, a writer's, or a
+// semaphore's waiter's permit (the slot granted); and extends it to its
+// TTL: in the background, or, for an auto-extended lock (which ends
+// TTL/10 before its validity: at once, with a validity under a lease),
+// before it returns it.
 func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *waiter, n int) *Lock {
 	if w == nil || w.sends == nil {
 		return nil
