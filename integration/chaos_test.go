@@ -140,12 +140,14 @@ type scenario struct {
 	fenced     bool                                                        // the store refuses stale tokens
 	fault      func(t *testing.T, nodes []*Node, stop <-chan struct{}) int // injects faults until stop; returns how many
 	target     int                                                         // acquisitions, if not the profile's
+	grants     bool                                                        // plain Locks: some must be held by a place's ID (granted by a release)
 }
 
 type outcome struct {
 	acquisitions, attempts, faults int
 	perWorker                      []int64 // acquisitions by worker
 	rejected                       int     // stale writes the fenced store refused
+	granted                        int     // acquisitions held by a place's ID (granted by a release)
 	held, elapsed                  time.Duration
 	violations                     []string
 }
@@ -218,7 +220,7 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 		}
 	}()
 	var done atomic.Int64
-	var heldNs atomic.Int64
+	var heldNs, granted atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
 	start := time.Now()
 	deadline := start.Add(5 * time.Minute) // the target ends a run long before, but on a loaded machine
@@ -255,6 +257,9 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 				_ = l.Unlock(context.Background())
 				chk.record(holding{worker: name, started: began, from: from, to: to, fence: l.Fence()})
 				heldNs.Add(int64(to.Sub(from)))
+				if strings.Contains(l.Token(), ".wi") {
+					granted.Add(1)
+				}
 				done.Add(1)
 				perWorker[w].Add(1)
 			}
@@ -265,10 +270,10 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 	st.mu.Lock()
 	rejected := st.rejected
 	st.mu.Unlock()
-	o := outcome{acquisitions: int(done.Load()), attempts: int(attempts.Load()), faults: <-faultsDone, rejected: rejected,
+	o := outcome{acquisitions: int(done.Load()), attempts: int(attempts.Load()), faults: <-faultsDone, rejected: rejected, granted: int(granted.Load()),
 		held: time.Duration(heldNs.Load()), elapsed: time.Since(start), violations: chk.violations(), perWorker: loads(perWorker)}
-	t.Logf("%s: %d acquisitions (%d attempts) in %v, %d faults, lock held %.0f%% of the time, %d violations, %d stale writes refused",
-		sc.name, o.acquisitions, o.attempts, o.elapsed.Round(time.Millisecond), o.faults,
+	t.Logf("%s: %d acquisitions (%d attempts, %d granted by a release) in %v, %d faults, lock held %.0f%% of the time, %d violations, %d stale writes refused",
+		sc.name, o.acquisitions, o.attempts, o.granted, o.elapsed.Round(time.Millisecond), o.faults,
 		100*o.held.Seconds()/o.elapsed.Seconds(), len(o.violations), o.rejected)
 	return o
 }
@@ -437,6 +442,19 @@ func TestChaos(t *testing.T) {
 					cutOff(t, proxies, time.Duration(200+rand.IntN(1400))*time.Millisecond)
 				})
 			}},
+		// Plain Locks (no fencing): a release grants the key to the first
+		// waiter, under pauses of a minority and with a Client cut off
+		// while its workers wait (their places lapse, or stand).
+		{name: "SIGSTOP/SIGCONT a minority, plain Locks granted by releases", nodes: 5, hold: hold, grants: true,
+			fault: func(t *testing.T, nodes []*Node, stop <-chan struct{}) int {
+				return every(100*time.Millisecond, stop, func() { pauseMinority(t, nodes) })
+			}},
+		{name: "queued waiters cut off or paused, plain Locks granted by releases", nodes: 5, hold: hold, grants: true, oneClient: true, unfairTo: []int{2, 5},
+			netFault: func(t *testing.T, proxies []*Proxy, stop <-chan struct{}) int {
+				return every(400*time.Millisecond, stop, func() {
+					cutOff(t, proxies, time.Duration(200+rand.IntN(1400))*time.Millisecond)
+				})
+			}},
 		// Clocks seconds apart and running up to 0.5% fast or slow: within
 		// the 1% drift factor, so no violation.
 		{name: "clock skew (offsets ±5 s, rates 0.995–1.005)", opts: fenced, fenced: true, hold: hold,
@@ -460,6 +478,9 @@ func TestChaos(t *testing.T) {
 			}
 			if sc.pause != nil && o.rejected == 0 {
 				t.Fatal("no paused holder tried a stale write: the scenario tested nothing")
+			}
+			if sc.grants && o.granted == 0 {
+				t.Fatal("no Lock was granted the key by a release: the scenario did not test the grant")
 			}
 			if o.acquisitions < want/2 {
 				t.Fatalf("only %d acquisitions: the scenario made too little progress to prove anything", o.acquisitions)

@@ -248,12 +248,31 @@ func TestRWMutexCheckerCanary(t *testing.T) {
 // writer, never two writers (the lock's checker, fencing tokens in order,
 // on the writers), and a reader of every node never sees a writer's key
 // beside a live reader. Both sides make progress, and each worker its
-// share of its side's (fairShare).
+// share of its side's (fairShare). Twice: with fenced writers, which
+// attempt when the key frees, and with the default options, where a
+// writer's or the last reader's release grants the key to the waiting
+// writer (which must then happen: some writes are held by a place's ID).
 func TestChaosRWMutex(t *testing.T) {
+	t.Run("fenced", func(t *testing.T) {
+		if granted := chaosRWMutex(t, redlock.WithFencing()); granted != 0 {
+			t.Fatalf("%d fenced writes held by a place's ID", granted)
+		}
+	})
+	t.Run("writers granted by releases", func(t *testing.T) {
+		if granted := chaosRWMutex(t); granted == 0 {
+			t.Fatal("no writer was granted the key by a release: the run did not test the grant")
+		}
+	})
+}
+
+// chaosRWMutex is TestChaosRWMutex's run, the workers' locks with opts;
+// it returns how many writes were held by a place's ID (granted by a
+// release).
+func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	nodes := StartNodesPersistent(t, 5)
 	needsOwnServers(t, nodes[0])
 	name := UniqueKey(t, nodes)
-	opts := []redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond)}
+	clientOpts := []redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond)}
 	proxies := ProxyNodes(t, nodes)
 	var locks []*redlock.RWMutex
 	for i := range 3 {
@@ -261,8 +280,8 @@ func TestChaosRWMutex(t *testing.T) {
 		if i == 2 {
 			via = Reach(proxies)
 		}
-		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), opts...)
-		m, err := c.RWMutex(name, redlock.WithFencing())
+		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), clientOpts...)
+		m, err := c.RWMutex(name, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +293,7 @@ func TestChaosRWMutex(t *testing.T) {
 	var mu sync.Mutex
 	var readers []holding
 	writers := &checker{}
-	var reads, writes atomic.Int64
+	var reads, writes, byPlace atomic.Int64
 	var done atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
 	deadline := time.Now().Add(3 * time.Minute)
@@ -303,11 +322,14 @@ func TestChaosRWMutex(t *testing.T) {
 			who, acquire, rest = fmt.Sprintf("client%d/writer%d", w%len(locks), w), m.Lock, 40*time.Millisecond
 		}
 		wg.Go(func() {
-			holdRepeatedly(&done, target, deadline, who, rest, acquire, func(_ *redlock.Lock, h holding) {
+			holdRepeatedly(&done, target, deadline, who, rest, acquire, func(l *redlock.Lock, h holding) {
 				perWorker[w].Add(1)
 				if write {
 					writers.record(h)
 					writes.Add(1)
+					if strings.Contains(l.Token(), ".wi") {
+						byPlace.Add(1)
+					}
 					return
 				}
 				mu.Lock()
@@ -322,7 +344,7 @@ func TestChaosRWMutex(t *testing.T) {
 	nodeReads, v := stopReads()
 	v = append(v, writers.violations()...)
 	v = append(v, readerWithWriter(readers, writers.holdings)...)
-	t.Logf("%d reads and %d writes, %d node reads, %d faults, %d violations", reads.Load(), writes.Load(), nodeReads, faults, len(v))
+	t.Logf("%d reads and %d writes (%d granted by a release), %d node reads, %d faults, %d violations", reads.Load(), writes.Load(), byPlace.Load(), nodeReads, faults, len(v))
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}
@@ -337,4 +359,5 @@ func TestChaosRWMutex(t *testing.T) {
 	counts := loads(perWorker)
 	fairShare(t, counts[:4], 0.5, 2)
 	fairShare(t, counts[4:], 0.5, 1)
+	return byPlace.Load()
 }

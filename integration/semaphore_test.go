@@ -103,12 +103,31 @@ func TestSemaphoreCheckerCanary(t *testing.T) {
 // each slot the lock's checker: no overlap, fencing tokens in order; and
 // waiters are served in turn: the least served of the workers whose
 // Client is never cut off gets at least half their mean (fairShare).
+// Twice: fenced, where waiters attempt the slot a release frees, and with
+// the default options, where the release grants it to the first waiter
+// (which must then happen: some permits are held by a place's ID).
 func TestChaosSemaphore(t *testing.T) {
+	t.Run("fenced", func(t *testing.T) {
+		if granted := chaosSemaphore(t, redlock.WithFencing()); granted != 0 {
+			t.Fatalf("%d fenced permits held by a place's ID", granted)
+		}
+	})
+	t.Run("granted by releases", func(t *testing.T) {
+		if granted := chaosSemaphore(t); granted == 0 {
+			t.Fatal("no permit was granted by a release: the run did not test the grant")
+		}
+	})
+}
+
+// chaosSemaphore is TestChaosSemaphore's run, the workers' semaphores
+// with opts; it returns how many permits were held by a place's ID
+// (granted by a release).
+func chaosSemaphore(t *testing.T, opts ...redlock.Option) (granted int64) {
 	nodes := StartNodesPersistent(t, 5)
 	needsOwnServers(t, nodes[0])
 	name := UniqueKey(t, nodes)
 	const permits = 2
-	opts := []redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond)}
+	clientOpts := []redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond)}
 	proxies := ProxyNodes(t, nodes)
 	var sems []*redlock.Semaphore
 	for i := range 3 {
@@ -116,8 +135,8 @@ func TestChaosSemaphore(t *testing.T) {
 		if i == 2 {
 			via = Reach(proxies)
 		}
-		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), opts...)
-		s, err := c.Semaphore(name, permits, redlock.WithFencing())
+		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), clientOpts...)
+		s, err := c.Semaphore(name, permits, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +146,7 @@ func TestChaosSemaphore(t *testing.T) {
 	var mu sync.Mutex
 	var hs []holding
 	slots := map[string]*checker{}
-	var done atomic.Int64
+	var done, byPlace atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
 	deadline := time.Now().Add(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
@@ -138,6 +157,9 @@ func TestChaosSemaphore(t *testing.T) {
 		wg.Go(func() {
 			holdRepeatedly(&done, target, deadline, who, 0, s.Acquire, func(l *redlock.Lock, h holding) {
 				perWorker[w].Add(1)
+				if strings.Contains(l.Token(), ".wi") {
+					byPlace.Add(1)
+				}
 				h.worker += " on " + l.Key()
 				mu.Lock()
 				defer mu.Unlock()
@@ -155,7 +177,7 @@ func TestChaosSemaphore(t *testing.T) {
 	for _, chk := range slots {
 		v = append(v, chk.violations()...)
 	}
-	t.Logf("%d permits taken over %d slots, %d faults, %d violations", done.Load(), len(slots), faults, len(v))
+	t.Logf("%d permits taken over %d slots (%d granted by a release), %d faults, %d violations", done.Load(), len(slots), byPlace.Load(), faults, len(v))
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}
@@ -166,6 +188,7 @@ func TestChaosSemaphore(t *testing.T) {
 		t.Fatalf("only %d permits taken: too little progress to prove anything", done.Load())
 	}
 	fairShare(t, loads(perWorker), 0.5, 2, 5) // client 2's workers: it is cut off at random
+	return byPlace.Load()
 }
 
 // TestInspectManyKeysFrozenNodes: with 2 of 5 nodes frozen (SIGSTOP),
