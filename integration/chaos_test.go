@@ -680,3 +680,21 @@ func readNodesEvery(nodes []*Node, period time.Duration, read func(ctx context.C
 		return reads, found
 	}
 }
+
+// fencedAndGranted runs a chaos run twice: fenced, when no acquisition
+// may be held by a place's ID (fenced waiters attempt, never granted),
+// and with the default options, when some must be (the run tests the
+// grant by release). run returns how many of its acquisitions (what)
+// were held by a place's ID.
+func fencedAndGranted(t *testing.T, what string, run func(*testing.T, ...redlock.Option) int64) {
+	t.Run("fenced", func(t *testing.T) {
+		if granted := run(t, redlock.WithFencing()); granted != 0 {
+			t.Fatalf("%d fenced %s held by a place's ID", granted, what)
+		}
+	})
+	t.Run("granted by releases", func(t *testing.T) {
+		if run(t) == 0 {
+			t.Fatalf("no %s granted by a release: the run did not test the grant", what)
+		}
+	})
+}

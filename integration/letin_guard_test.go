@@ -125,7 +125,10 @@ func TestGrantFromRestartedNodeRefused(t *testing.T) {
 			if v > 0 {
 				t.Fatalf("R holds (token %s) while h holds with %v left: the restarted node's grant counted", l.Token(), v)
 			}
-			t.Skip("h's validity ended before the check: too slow to judge")
+			// h's validity had ended (a machine stalled for seconds): R
+			// may hold, and nothing is left to judge.
+			t.Log("h's validity ended before R held")
+			return
 		case <-lapsed:
 			done = true
 		}

@@ -252,18 +252,7 @@ func TestRWMutexCheckerCanary(t *testing.T) {
 // attempt when the key frees, and with the default options, where a
 // writer's or the last reader's release grants the key to the waiting
 // writer (which must then happen: some writes are held by a place's ID).
-func TestChaosRWMutex(t *testing.T) {
-	t.Run("fenced", func(t *testing.T) {
-		if granted := chaosRWMutex(t, redlock.WithFencing()); granted != 0 {
-			t.Fatalf("%d fenced writes held by a place's ID", granted)
-		}
-	})
-	t.Run("writers granted by releases", func(t *testing.T) {
-		if granted := chaosRWMutex(t); granted == 0 {
-			t.Fatal("no writer was granted the key by a release: the run did not test the grant")
-		}
-	})
-}
+func TestChaosRWMutex(t *testing.T) { fencedAndGranted(t, "writes", chaosRWMutex) }
 
 // chaosRWMutex is TestChaosRWMutex's run, the workers' locks with opts;
 // it returns how many writes were held by a place's ID (granted by a

@@ -106,18 +106,7 @@ func TestSemaphoreCheckerCanary(t *testing.T) {
 // Twice: fenced, where waiters attempt the slot a release frees, and with
 // the default options, where the release grants it to the first waiter
 // (which must then happen: some permits are held by a place's ID).
-func TestChaosSemaphore(t *testing.T) {
-	t.Run("fenced", func(t *testing.T) {
-		if granted := chaosSemaphore(t, redlock.WithFencing()); granted != 0 {
-			t.Fatalf("%d fenced permits held by a place's ID", granted)
-		}
-	})
-	t.Run("granted by releases", func(t *testing.T) {
-		if granted := chaosSemaphore(t); granted == 0 {
-			t.Fatal("no permit was granted by a release: the run did not test the grant")
-		}
-	})
-}
+func TestChaosSemaphore(t *testing.T) { fencedAndGranted(t, "permits", chaosSemaphore) }
 
 // chaosSemaphore is TestChaosSemaphore's run, the workers' semaphores
 // with opts; it returns how many permits were held by a place's ID
