@@ -209,7 +209,7 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	w := &waiter{Place: wire.Place{ID: id, Ticket: h.last, Lease: h.c.cfg.lease}, t: t, wake: make(chan struct{}, 1)}
 	if letIn || granted {
 		w.sends = map[int64]time.Time{}
-		w.keys = make([]admits, max(len(t.slots), 1))
+		w.keys = make([]admits, max(len(t.slots), len(t.rkeys), 1))
 		for k := range w.keys {
 			w.keys[k].from = make([]time.Time, len(h.c.nodes))
 		}

@@ -91,10 +91,13 @@ type admits struct {
 
 // admitsOf returns w's admissions to rkey, nil if it has no place there.
 func (w *waiter) admitsOf(rkey string) *admits {
-	if w.t.slots == nil {
-		return &w.keys[0]
+	k := 0
+	switch {
+	case w.t.slots != nil:
+		k = slices.IndexFunc(w.t.slots, func(st target) bool { return st.rkey == rkey })
+	case w.t.multiKey():
+		k = slices.Index(w.t.rkeys, rkey)
 	}
-	k := slices.IndexFunc(w.t.slots, func(st target) bool { return st.rkey == rkey })
 	if k < 0 {
 		return nil
 	}
@@ -103,11 +106,14 @@ func (w *waiter) admitsOf(rkey string) *admits {
 
 // grantable reports whether a waiter for t, with lc, may be granted the
 // key by a release (see wire's queueLua grant): a one-key mutex's, a
-// read-write lock's writer or a semaphore's (a slot), without a token of
-// its own (it would hold by its place's ID), fencing (the release hands
-// out no fencing token) or metadata (the node has none to set).
+// read-write lock's writer, a semaphore's (a slot) or a set's (each key
+// by its release: the set holds where every key is granted), without a
+// token of its own (it would hold by its place's ID), fencing (the
+// release hands out no fencing token) or metadata (the node has none to
+// set).
 func grantable(t target, lc *lockConfig) bool {
-	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil && lc.token == "" && !lc.fencing && lc.meta == ""
+	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
+	return kind && lc.token == "" && !lc.fencing && lc.meta == ""
 }
 
 // isGrantee reports whether id is the place of a writer a release may
@@ -206,7 +212,18 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	if mutated(mutLetInLastLook) {
 		sent, known = w.sends[w.seq], err == nil
 	}
-	if err != nil || !known || !h.countsFrom(i) || w.attempted && !mutated(mutGrantAfterAttempt) {
+	counts := err == nil && known && h.countsFrom(i) && (!w.attempted || mutated(mutGrantAfterAttempt))
+	if counts {
+		a.from[i] = sent
+		if mutated(mutLetInFromNotice) {
+			a.from[i] = time.Now()
+		}
+		a.counted |= 1 << i
+	}
+	switch {
+	case w.t.multiKey():
+		h.setAdmitted(q, w, rkey, a)
+	case !counts:
 		// Not to be counted: let in on a majority all the same, w
 		// attempts (as a release's notices would have woken it to), and
 		// its attempt is granted where it was let in; but not while the
@@ -215,14 +232,7 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 		if bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a) {
 			q.wake(w)
 		}
-		return
-	}
-	a.from[i] = sent
-	if mutated(mutLetInFromNotice) {
-		a.from[i] = time.Now()
-	}
-	a.counted |= 1 << i
-	if bits.OnesCount64(a.counted) == h.letInQuorum() {
+	case bits.OnesCount64(a.counted) == h.letInQuorum():
 		q.wake(w) // (a semaphore's: to the slot, rkey)
 	}
 }
@@ -266,14 +276,20 @@ func (a *admits) letInFrom(quorum int) (time.Time, bool) {
 
 // bestAdmits returns the key (its index in w.keys) whose admissions hold
 // it longest, and from when, if any key's count on a majority: one key,
-// or, for a semaphore's waiter, one of the slots releases granted it.
-func (w *waiter) bestAdmits(quorum int) (k int, from time.Time, ok bool) {
+// or, for a semaphore's waiter, one of the slots releases granted it;
+// for a set's, the keys together (the index is 0), where every one is.
+func (w *waiter) bestAdmits(quorum int) (k int, a admits, from time.Time, ok bool) {
+	if w.t.multiKey() {
+		a = w.setAdmits()
+		from, ok = a.letInFrom(quorum)
+		return 0, a, from, ok
+	}
 	for i := range w.keys {
 		if f, held := w.keys[i].letInFrom(quorum); held && (!ok || f.After(from)) {
-			k, from, ok = i, f, true
+			k, a, from, ok = i, w.keys[i], f, true
 		}
 	}
-	return k, from, ok
+	return k, a, from, ok
 }
 
 // takeLetIn returns the lock w holds by its admissions, if it does (nil
@@ -323,7 +339,7 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 	d := min(c.cfg.lease, lc.ttl)
 	c.hand.mu.Lock()
 	defer c.hand.mu.Unlock()
-	k, from, ok := w.bestAdmits(c.hand.letInQuorum())
+	k, a, from, ok := w.bestAdmits(c.hand.letInQuorum())
 	until := from.Add(d - drift(d, c.cfg.drift))
 	// Taken once only: a lock it took and gave back (its extension
 	// failed) released its admissions.
@@ -339,7 +355,7 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 	}
 	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, acquired: from, ttl: lc.ttl, until: until, nodes: make([]nodeRecord, len(c.nodes))}
 	for i := range l.nodes {
-		l.nodes[i].granted = w.keys[k].admitted&(1<<i) != 0
+		l.nodes[i].granted = a.admitted&(1<<i) != 0
 	}
 	l.noteEnd()
 	return l

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -19,13 +20,20 @@ import (
 // by MultiLock is held against [Client.Lock] of that key alone, and the
 // other way round.
 //
-// Callers never wait for each other holding part of a set (no key is ever
-// held while waiting for another), so overlapping sets cannot deadlock. A
-// multi-key Lock that has to wait takes one place (one ticket) in the wait
-// queue of every one of its keys, as a one-key Lock does in its key's: it
-// attempts once it is first on all of them, a release of any of its keys
-// wakes it, and sets and one-key Locks whose keys overlap are served in
-// the order they queued. An attempt that is not queued (TryLock, a Lock's
+// No holder waits for another holding part of a set, so overlapping sets
+// cannot deadlock. A multi-key Lock that has to wait takes one place (one
+// ticket) in the wait queue of every one of its keys, as a one-key Lock
+// does in its key's, and sets and one-key Locks whose keys overlap are
+// served in the order they queued: the release of each key grants it to
+// the set's place where the set is first in line (with the default
+// options: no token of its own, metadata or fencing; else the release
+// wakes it), and the set holds once a majority of nodes have granted it
+// every key, in the round of the last release, by its place's ID, as
+// [Client.Lock] is granted one key. A key granted while the set waits
+// for another is kept for it, as a free key with the set first in line
+// is; it lapses within the waiter lease if the set is gone, and the set
+// never holds by it alone. A set first in line on every key whose keys
+// are free attempts. An attempt that is not queued (TryLock, a Lock's
 // first) is refused where a key's queue has a live first waiter.
 type MultiLock struct {
 	c  *Client
@@ -157,4 +165,64 @@ func (m *MultiLock) Do(ctx context.Context, fn func(ctx context.Context) error) 
 // (see [Client.Inspect]).
 func (m *MultiLock) Inspect(ctx context.Context) ([]*KeyState, error) {
 	return m.c.inspect(ctx, m.t.given(), "")
+}
+
+// A set granted its keys by their releases (issue 28; letin.go has what
+// it shares with a writer granted one key): each key's release grants it
+// to the set's place where the set is first in that key's queue, and
+// the set holds once a majority of nodes have granted it every key.
+// docs/design.md ("A set's keys, granted too") has the argument.
+
+// setAdmits returns a set's admissions as one key's: a node is admitted
+// (or counted) where every key is, from the earliest of its keys' sends
+// (each key's grant lives until a lease after its own).
+func (w *waiter) setAdmits() admits {
+	if mutated(mutSetGrantAny) {
+		return slices.MaxFunc(w.keys, func(a, b admits) int { return bits.OnesCount64(a.counted) - bits.OnesCount64(b.counted) })
+	}
+	all := w.keys[0]
+	all.from = slices.Clone(all.from)
+	for _, a := range w.keys[1:] {
+		all.admitted &= a.admitted
+		all.counted &= a.counted
+		for i, t := range a.from {
+			if t.Before(all.from[i]) {
+				all.from[i] = t
+			}
+		}
+	}
+	return all
+}
+
+// setAdmitted wakes a set's waiter w, one of whose keys, rkey, a node has
+// just granted it (a: that key's admissions), if it now holds, or should
+// attempt; callers hold h.mu. A set holds where every key is granted
+// (setAdmits); a key granted alone is a reservation its place owns,
+// while the set waits for its other keys. Once rkey is granted on a
+// majority, that is the key's release reaching w, as a release's notices
+// are for a set that is not granted (see handoff.notice): w waits on for
+// the keys still held, and once none is, attempts where no grant is
+// coming for a key (it was free: nothing releases it) or the grants can
+// no longer make a majority; its attempt takes the keys granted to its
+// place.
+func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits) {
+	all := w.setAdmits()
+	if bits.OnesCount64(all.counted) >= h.letInQuorum() {
+		w.mustLook = false
+		q.wake(w)
+		return
+	}
+	if bits.OnesCount64(a.admitted) < h.c.quorum() {
+		return
+	}
+	if !w.freeOf(rkey) {
+		if w.waitsOnSplit() {
+			q.lookSoon(w)
+		}
+		return
+	}
+	if !h.mayCount(w, &all) || slices.ContainsFunc(w.keys, func(k admits) bool { return k.admitted == 0 }) {
+		w.mustLook = false
+		q.wake(w)
+	}
 }

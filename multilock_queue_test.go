@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -220,13 +221,14 @@ func TestSetLookCutByWake(t *testing.T) {
 	})
 }
 
-// lockBehind runs set.Lock in a goroutine, and delivers its lock.
-func lockBehind(t *testing.T, set *MultiLock) <-chan *Lock {
+// lockBehind runs lock (a Lock method) in a goroutine, and delivers its
+// lock.
+func lockBehind(t *testing.T, lock func(context.Context) (*Lock, error)) <-chan *Lock {
 	got := make(chan *Lock, 1)
 	go func() {
-		l, err := set.Lock(t.Context())
+		l, err := lock(t.Context())
 		if err != nil {
-			t.Errorf("set: %v", err)
+			t.Errorf("lock: %v", err)
 		}
 		got <- l
 	}()
@@ -264,7 +266,7 @@ func TestSetWaitsQuietlyForAHeldKey(t *testing.T) {
 		synctest.Wait() // Lock returns at a majority: the last grants land
 		set, err := setc.MultiLock([]string{"a", "b"}, waitHour, WithTTL(time.Minute))
 		require.NoError(t, err)
-		got := lockBehind(t, set)
+		got := lockBehind(t, set.Lock)
 		synctest.Wait() // refused, queued, looked: both keys held
 		armed, looks := setLooks(fakes)
 		armed.Store(true)
@@ -304,7 +306,7 @@ func TestSetLooksSoonAfterASplitKey(t *testing.T) {
 		}
 		set, err := setc.MultiLock([]string{"a", "b"}, waitHour, WithTTL(time.Minute))
 		require.NoError(t, err)
-		got := lockBehind(t, set)
+		got := lockBehind(t, set.Lock)
 		synctest.Wait() // refused, queued, looked: a held, b split
 		for _, f := range fakes[:4] {
 			f.mem.Do("DEL", rb) // taken back, waking nobody

@@ -55,6 +55,9 @@ const (
 	// mutGrantAfterAttempt: a writer's grants by releases still count
 	// after it attempted, whose gate or take-back may have undone them.
 	mutGrantAfterAttempt
+	// mutSetGrantAny: a set holds where any of its keys is granted on a
+	// majority, not every one.
+	mutSetGrantAny
 )
 
 // activeMutants are the mutants a test switched on (a build with

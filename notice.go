@@ -12,14 +12,13 @@ import (
 // Client's own releases (handoff.go has the waiters and the channel).
 
 // released handles this Client's release of rkey: heads are the first
-// waiters the nodes that answered named (none: no queue); grants, that
-// the release was one key's, which grants the key to a waiter named that
-// may be granted it (letin.go): the notices of the grants, not this
-// release, then wake it. The waiter a
-// majority of nodes named is woken if it is this Client's; a waiter named
-// by fewer may be first only where the new holder's attempt came in ahead
-// of this release, and would attempt in vain.
-func (h *handoff) released(rkey, token string, heads []string, grants bool) {
+// waiters the nodes that answered named (none: no queue). The waiter a
+// majority of nodes named is woken if it is this Client's, but for one
+// the release granted the key (letin.go): the notices of the grants, not
+// this release, then wake it. A waiter named by fewer may be first only
+// where the new holder's attempt came in ahead of this release, and
+// would attempt in vain.
+func (h *handoff) released(rkey, token string, heads []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
@@ -33,7 +32,7 @@ func (h *handoff) released(rkey, token string, heads []string, grants bool) {
 		q.holder = nil
 	}
 	q.lastReleased = token
-	q.lastWoken = q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease, grants)
+	q.lastWoken = q.wakeNamed(heads, h.c.quorum(), h.c.cfg.lease)
 	h.forget(rkey, q)
 }
 
@@ -246,12 +245,12 @@ func (q *waitQueue) remember(token string) {
 // if any; with no head named at all, the first of this Client's waiters
 // (one that has not joined the nodes' queues yet). It notes whether others
 // wait, and returns the ID of the waiter it woke ("" if none).
-func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration, grants bool) string {
+func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) string {
 	var w *waiter
 	if len(heads) > 0 {
 		q.contended = time.Now().Add(lease)
 		w = q.waiters[namedBy(heads, quorum)]
-		if grants && w != nil && isGrantee(w.ID) && !w.attempted {
+		if w != nil && isGrantee(w.ID) && !w.attempted {
 			return w.ID // the nodes granted it the key: their notices count (letin.go)
 		}
 	} else {

@@ -27,7 +27,16 @@ func (s *simRun) summary() string {
 		quits += q.ended
 		q.mu.Unlock()
 	}
-	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings, %d faults, %d attempts during which their Client's calls were ended", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), len(s.spans), quits)
+	admitted, sets := 0, 0 // holdings by a place's ID: let in, or granted by releases
+	for _, h := range s.holdings {
+		if strings.Contains(h.token, ".ri") || strings.Contains(h.token, ".wi") {
+			admitted++
+			if len(h.keys) > 1 {
+				sets++
+			}
+		}
+	}
+	return fmt.Sprintf("%d nodes, %d clients, TTL %v: %d holdings (%d let in or granted by releases, %d of them sets), %d faults, %d attempts during which their Client's calls were ended", len(s.nodes), len(s.clients), s.ttl, len(s.holdings), admitted, sets, len(s.spans), quits)
 }
 
 // around returns the run's log around the first violation's time.

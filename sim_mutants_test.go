@@ -138,7 +138,7 @@ var mutants = []mutant{
 	scriptMutant("an election's grant announces the proposal, taken or not", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
 		"term .. '.1~'", "ARGV[6] .. '.1~'"),
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
-		"local refused, again, reserved = free()", "local refused, again, reserved = nil, false, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
+		"local refused, again, reserved = free((ARGV[4] or ''))", "local refused, again, reserved = nil, false, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	// An unqueued set's first attempt, arriving while a set has long been
 	// first on one of its keys: caught at seeds 17, 20, 108 and 229 in four
 	// runs, so it has a budget of its own (TestMultiLockTryLockRespectsQueue
@@ -158,6 +158,8 @@ var mutants = []mutant{
 	// budget: TestLetInMutantsCaught builds the schedule.
 	scriptMutant("an attempt takes a key granted to another waiter's place (issue 27)", (&wire.Op{Kind: wire.OpAcquire}).Source(),
 		"(v == ARGV[4] or string.sub(v, 1, #ARGV[4] + 1) == ARGV[4] .. '\\0')", "string.find(v, '.wi', 1, true)"),
+	// A set granted its keys by their releases (letin.go).
+	{name: "a set holds where one of its keys is granted on a majority (issue 28)", code: mutSetGrantAny},
 	scriptMutant("a reader is admitted beside a writer", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
 		"local v = redis.call('GET', KEYS[1])\nif v and string.byte(v) ~= 0 then", "local v = redis.call('GET', KEYS[1])\nif false then"),
 }

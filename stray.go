@@ -23,7 +23,8 @@ import (
 // none can follow it; a semaphore's waiter that holds one slot has its
 // place in the others released so. Notices of admissions that still
 // reach this Client are released as they come (letInNotice), for two
-// leases: by then any admission the nodes made has lapsed. Callers hold
+// leases: by then any admission the nodes made has lapsed. (A set holds
+// every key of its place, a semaphore's waiter one slot.) Callers hold
 // h.mu.
 func (h *handoff) abandon(w *waiter, held *Lock) []uint64 {
 	if w.sends == nil {
@@ -33,7 +34,7 @@ func (h *handoff) abandon(w *waiter, held *Lock) []uint64 {
 	nodes := make([]uint64, len(w.keys))
 	for k := range nodes {
 		switch {
-		case held == nil || w.admitsOf(held.rkey) != &w.keys[k]:
+		case held == nil || w.t.slots != nil && w.admitsOf(held.rkey) != &w.keys[k]:
 			nodes[k] = all
 		case w.took: // it holds by its place's ID here: its Unlock releases it
 		case !w.attempted: // a reader that holds by its attempt

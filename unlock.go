@@ -222,5 +222,5 @@ func (l *Lock) handOver(heads []string) {
 	if l.reader() && len(heads) == 0 {
 		return // a reader's release names a waiter only when it was the last: it tells nothing of the queue
 	}
-	l.eachQueueKey(func(k string) { l.c.hand.released(k, l.token, heads, l.rkeys == nil) })
+	l.eachQueueKey(func(k string) { l.c.hand.released(k, l.token, heads) })
 }

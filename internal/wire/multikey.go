@@ -43,11 +43,15 @@ return 1
 // releaseMultiSrc is releaseSrc for a multi-key lock's keys (KEYS): it
 // releases the keys that are ours even when another is not, as releaseSrc
 // releases one: each key with a live first waiter is left Reserved for its
-// queue, and that waiter woken.
+// queue, and that waiter woken, or granted the key where it may be (a
+// writer's or a set's place: see queueLua's grant), but by a hand-over or
+// a take-back (ARGV[4]). A token that is a set's place's ID (a set
+// granted its keys by releases) takes that place out of every key's
+// queue too, and its looks' numbers.
 // Reply: 1 released, or {1, a first waiter} when a key's queue had one
 // (the first key's, in KEYS order); 0 a key absent (expired); −1 another
 // token holds a key.
-var releaseMultiSrc = ownedLua + expireAtLua + `
+var releaseMultiSrc = ownedLua + expireAtLua + placeOutLua(".wi", queueLua) + `
 local st, mine, vs = 1, {}, {}
 for _, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
@@ -73,10 +77,14 @@ for _, k in ipairs(mine) do
 		local q, l = qkeys(k)
 		local h, left = head(q, l, now())
 		if h then
-			reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
+			if ARGV[3] ~= '' and grants(h) and not ARGV[4] then
+				grant(ARGV[3], q, l, h, left, k)
+			else
+				reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
+				if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
+			end
 			reserved = true
 			named = named or h
-			if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
 		end
 	end
 	if not reserved then redis.call('DEL', k) end
@@ -92,17 +100,18 @@ return st
 // (from 1): {−(PTTL + 1), holder's token, i}, so that a caller tells two
 // holders of one key (a split vote) from holders of two (see retryHint).
 // It writes nothing: a key of another type fails the script here, before
-// any write. A Reserved key is free here (the queue's gate decides), and
-// the third result says whether one was: an unqueued set reads the queues
+// any write. A Reserved key is free here (the queue's gate decides), as
+// is a key a release granted to the caller's place, id (see queueLua's
+// grant), and the third result says whether one was: an unqueued set reads the queues
 // only then, so that an uncontended set costs a GET and a SET per key, as
 // the one-key script; it jumps a queue only where the plain SET NX of a
 // one-key Lock would (docs/design.md, "The uncontended acquire").
-const multiLua = ownedLua + `
-local function free()
+const multiLua = ownedLua + grantedLua + `
+local function free(id)
 	local own, reserved = 0, false
 	for i, k in ipairs(KEYS) do
 		local v = redis.call('GET', k)
-		if v and string.byte(v) ~= 0 then
+		if v and string.byte(v) ~= 0 and not grantedTo(v, id) then
 			if not owned(v) then
 				local nul = string.find(v, '\0', 1, true)
 				if nul then v = string.sub(v, 1, nul - 1) end
@@ -114,6 +123,14 @@ local function free()
 		end
 	end
 	return nil, own == #KEYS, reserved
+end
+`
+
+// grantedLua defines grantedTo(v, id): whether a key's value v (false:
+// none) is a release's grant to the place id (see queueLua's grant).
+const grantedLua = `
+local function grantedTo(v, id)
+	return id ~= '' and v and (v == id or string.sub(v, 1, #id + 1) == id .. '\0') or false
 end
 `
 
@@ -168,7 +185,7 @@ return {1, f}
 	}
 	id, ticket, lease := placeArgv(argv)
 	return pre + `
-local refused, again, reserved = free()
+local refused, again, reserved = free(` + id + `)
 local queued = {} -- by key: places are left in its queue, or it was ours and marked: the value is marked (Queued)
 if (reserved or ` + ticket + ` ~= '0') and not again then
 ` + queueLua + gateAllLua + `
@@ -221,9 +238,10 @@ local function gateAll(id, ticket, lease, refused)
 				lefts[i] = tonumber(lease)
 			end
 			local v = hs[i] and redis.call('GET', k)
-			if ticket ~= '0' then mark(k, v) end -- our place waits for its holder, if any
+			local ours = grantedTo(v, id) -- granted to our place: refused, the grant goes, as the gate's would
+			if ticket ~= '0' and not ours then mark(k, v) end -- our place waits for its holder, if any
 			local keep = ticket ~= '0' and math.max(lefts[i], tonumber(lease)) or lefts[i] -- its own place is refreshed too
-			if hs[i] and (not v or string.byte(v) == 0) then reserve(keep, k, v and string.sub(v, 2)) end
+			if hs[i] and (not v or string.byte(v) == 0 or ours) then reserve(keep, k, v and not ours and string.sub(v, 2)) end
 		else
 			leave(q, l, id)
 		end
@@ -255,32 +273,51 @@ end
 // holder tells the same of every key: a set that a release left waiting
 // for another key looks again soon only where that key was split
 // (notice.go, lookSoon).
-var queueMultiSrc = queueLua + `
+//
+// ARGV[5], from a set a release may grant its keys (a ".wi" place: see
+// queueLua's grant): the look's number, kept in each key's KEY:seq beside
+// the place, as queueSrc keeps it. A key such a look finds granted to
+// the place it answers as free with the set first, and leaves alone; the
+// place is put back in its queue all the same, so that a grant that lapses
+// while the set waits for another key (held for longer than a lease) leaves
+// the key kept for the set, not for a waiter that queued after it
+// (simulator seed 319).
+var queueMultiSrc = queueLua + grantedLua + `
 local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
+local seq = not leaving and ARGV[5] -- a set a release may grant its keys: its look's number
 local first, left, pttl, holder, waits, holders = id, 0, -2, '', {}, {}
 for i, k in ipairs(KEYS) do
 	local q, l = qkeys(k)
+	local v = redis.call('GET', k)
 	local was = leaving and head(q, l, t) -- the head a leave may wake the next of
 	if leaving then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
-	local h, hl = head(q, l, t)
-	local v = redis.call('GET', k)
-	if not leaving then mark(k, v) end
-	local p = v and redis.call('PTTL', k) or -2
-	local reserved = v and string.byte(v) == 0
-	local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
-	if reserved then p = -2 end
-	holders[i] = p ~= -2 and string.match(v, '^[^%z]*') or ''
-	if holder == '' then holder = holders[i] end
-	if p == -2 and h then
-		reserve(leaving and hl or math.max(hl, tonumber(ARGV[3])), k, since)
-	elseif reserved and not h then
-		redis.call('DEL', k)
+	if seq and redis.call('ZADD', k .. ':seq', seq, id) == 1 then
+		redis.call('PEXPIRE', k .. ':seq', 2 * tonumber(ARGV[3]))
 	end
-	if leaving and was == id and h and p == -2 then wake(ARGV[4], h, id, k, since) end
-	if first == id then first, left = h or '', hl end
-	if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
-	waits[i] = (p == -2 and h == id) and '0' or '1'
+	if seq and grantedTo(v, id) then
+		-- Granted by a release: free to the set. Its place stays, in case
+		-- the grant lapses while the set waits for another key.
+		waits[i], holders[i] = '0', ''
+	else
+		local h, hl = head(q, l, t)
+		if not leaving then mark(k, v) end
+		local p = v and redis.call('PTTL', k) or -2
+		local reserved = v and string.byte(v) == 0
+		local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
+		if reserved then p = -2 end
+		holders[i] = p ~= -2 and string.match(v, '^[^%z]*') or ''
+		if holder == '' then holder = holders[i] end
+		if p == -2 and h then
+			reserve(leaving and hl or math.max(hl, tonumber(ARGV[3])), k, since)
+		elseif reserved and not h then
+			redis.call('DEL', k)
+		end
+		if leaving and was == id and h and p == -2 then wake(ARGV[4], h, id, k, since) end
+		if first == id then first, left = h or '', hl end
+		if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
+		waits[i] = (p == -2 and h == id) and '0' or '1'
+	end
 end
 return {first, left, pttl, holder, table.concat(waits), table.concat(holders, '\0') .. '\0'}
 `

@@ -171,9 +171,10 @@ local function admitted(prefix, q, l, x, k) -- place x leaves, and its Client is
 	if n then redis.call('ZREM', k .. ':seq', x) end
 	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
-local function grant(prefix, q, l, x, left) -- writer x takes the free key, until its place's lapse
-	admitted(prefix, q, l, x, KEYS[1]) -- (the script's writes are seen together)
-	redis.call('SET', KEYS[1], redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
+local function grant(prefix, q, l, x, left, k) -- writer x takes the free key k, until its place's lapse
+	k = k or KEYS[1]
+	admitted(prefix, q, l, x, k) -- (the script's writes are seen together)
+	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
 end
 local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
 	k = k or KEYS[1]
@@ -215,17 +216,22 @@ end
 
 // placeOutLua is the start of a release of a token that may be a place's
 // ID, marked by marker (".ri": a reader a release may let in; ".wi": a
-// writer a release may grant the key): the place goes, with its look's
-// number, so that no later release lets it in or grants it the key
-// again, and a reservation made for it is the next place's. fns defines
-// handOn (queueLua, or queueFnsLua after nowLua).
+// writer or a set a release may grant the key): the place goes from each
+// key's queue (KEYS: one, or a set's), with its look's number, so that
+// no later release lets it in or grants it the key again, and a
+// reservation made for it is the next place's. fns defines handOn
+// (queueLua, or queueFnsLua after nowLua), where a place is found.
 func placeOutLua(marker, fns string) string {
 	return `
-if string.find(ARGV[1], '` + marker + `', 1, true) and redis.call('ZREM', KEYS[1] .. ':queue', ARGV[1]) == 1 then
-	redis.call('ZREM', KEYS[1] .. ':lease', ARGV[1])
-	redis.call('ZREM', KEYS[1] .. ':seq', ARGV[1])
+if string.find(ARGV[1], '` + marker + `', 1, true) then
+	for _, k in ipairs(KEYS) do -- (one, but a set's)
+		if redis.call('ZREM', k .. ':queue', ARGV[1]) == 1 then
+			redis.call('ZREM', k .. ':lease', ARGV[1])
+			redis.call('ZREM', k .. ':seq', ARGV[1])
 ` + fns + `
-	handOn(KEYS[1] .. ':queue', KEYS[1] .. ':lease', now())
+			handOn(k .. ':queue', k .. ':lease', now(), k)
+		end
+	end
 end
 `
 }

@@ -1,0 +1,107 @@
+package integration
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// TestSetGrantedByReleases: on real redis-server, with default options,
+// a multi-key Lock waiting for two keys held by two other Clients is
+// granted each key by its release, without an attempt of its own
+// (docs/design.md, "A set's keys, granted too"): the first release leaves
+// the first key set to the waiter's place's ID on every node, and the
+// set does not hold; the second makes it hold by that ID, with a
+// validity below the waiter lease (1 s) at first and its TTL once the
+// extension that follows is in. Its Unlock leaves nothing on the nodes.
+func TestSetGrantedByReleases(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	keys := keyNames(t, nodes, 2)
+	ctx := t.Context()
+	var held []*redlock.Lock
+	for _, k := range keys {
+		l, err := newClient(t, Clients(t, nodes, nil)).Lock(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	var mu sync.Mutex
+	var acquires []redlock.Event
+	waiter := newClient(t, Clients(t, nodes, nil), redlock.WithObserver(func(e redlock.Event) {
+		if e.Kind == redlock.EventAcquire && e.Err == nil {
+			mu.Lock()
+			acquires = append(acquires, e)
+			mu.Unlock()
+		}
+	}))
+	set, err := waiter.MultiLock(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := set.Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitUntil(t, 10*time.Second, "the set queued for both keys on every node", func() bool {
+		for _, nd := range nodes {
+			for _, k := range keys {
+				if Admin(t, nd).ZCard(ctx, RedisKey(k)+":queue").Val() != 1 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+
+	if err := held[0].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var place string
+	waitUntil(t, 10*time.Second, "the first key granted to the set's place on every node", func() bool {
+		for _, nd := range nodes {
+			v := Admin(t, nd).Get(ctx, RedisKey(keys[0])).Val()
+			id, _, _ := strings.Cut(v, "\x00")
+			if !strings.Contains(id, ".wi") || place != "" && id != place {
+				return false
+			}
+			place = id
+		}
+		return true
+	})
+	select {
+	case <-got:
+		t.Fatal("the set held with one key of two granted")
+	default:
+	}
+
+	if err := held[1].Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Token() != place {
+		t.Errorf("token %q: not its place's ID %q", l.Token(), place)
+	}
+	waitUntil(t, 10*time.Second, "the extension to the TTL", func() bool { return l.Validity() > time.Second })
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(acquires) != 1 || !acquires[0].LetIn || acquires[0].Validity > time.Second {
+		t.Errorf("want one acquisition, granted by the releases, valid for at most a lease at first: %+v", acquires)
+	}
+	mu.Unlock()
+	for _, k := range keys {
+		noKeysLeft(t, nodes, k)
+	}
+}
