@@ -203,11 +203,13 @@ func (w *waiter) setAdmits() admits {
 // are for a set that is not granted (see handoff.notice): w waits on for
 // the keys still held, and once none is, attempts where no grant is
 // coming for a key (it was free: nothing releases it) or the grants can
-// no longer make a majority; its attempt takes the keys granted to its
-// place.
+// no longer make a majority, and otherwise soon (attemptSoon), unless
+// the rest of the grants come first; its attempt takes the keys granted
+// to its place. (After an attempt, grants count no more: each key's are only
+// its release, as for a writer.)
 func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits) {
 	all := w.setAdmits()
-	if bits.OnesCount64(all.counted) >= h.letInQuorum() {
+	if bits.OnesCount64(all.counted) >= h.letInQuorum() && (!w.attempted || mutated(mutGrantAfterAttempt)) {
 		w.mustLook = false
 		q.wake(w)
 		return
@@ -224,5 +226,7 @@ func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits) {
 	if !h.mayCount(w, &all) || slices.ContainsFunc(w.keys, func(k admits) bool { return k.admitted == 0 }) {
 		w.mustLook = false
 		q.wake(w)
+		return
 	}
+	q.attemptSoon(w) // unless the rest of the grants come first
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -83,11 +84,13 @@ func TestSetGrantedByReleases(t *testing.T) {
 }
 
 // TestSetPartialGrantKeepsItsPlace: a set granted one key while another
-// is held keeps its place in the granted key's queue, so that when the
-// grant lapses (the other key held for longer than a lease) the key is
-// kept for the set, not taken by a waiter that queued after it. Before
-// the set's look put its place back there, the later waiter took the
-// key (simulator seed 319).
+// is held for longer than a lease keeps the key: its looks put its place
+// back in that key's queue and, first there, renew the grant, so neither
+// a waiter that queued after the set nor an unqueued attempt takes it.
+// Before the set's look put its place back, the later waiter took the
+// key once the grant lapsed (simulator seed 319); before it renewed the
+// grant, an unqueued attempt could, between the lapse and the set's next
+// look (seed 10899).
 func TestSetPartialGrantKeepsItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
@@ -102,10 +105,17 @@ func TestSetPartialGrantKeepsItsPlace(t *testing.T) {
 		synctest.Wait()
 
 		require.NoError(t, ha.Unlock(ctx)) // a granted to the set
-		time.Sleep(3 * cs.cfg.lease)       // the grant has lapsed
+		time.Sleep(3 * cs.cfg.lease)       // its first lease has run out
 		synctest.Wait()
 		require.Empty(t, gotW, "a went to the waiter that queued after the set")
 		require.Empty(t, gotSet)
+		rkeyA := cs.target("a").rkey
+		for _, f := range fakes {
+			v, _ := f.value(rkeyA)
+			require.True(t, strings.HasPrefix(v, cs.hand.id+".wi"), "a's grant to the set not kept on %s: %q", f.Name(), v)
+		}
+		_, err = newTestClient(t, fakes).TryLock(ctx, "a")
+		require.ErrorIs(t, err, ErrNotObtained, "an unqueued attempt took the key granted to the set")
 
 		require.NoError(t, hb.Unlock(ctx))
 		l := <-gotSet
@@ -153,5 +163,103 @@ func TestSetReleaseGrantsTheNextSet(t *testing.T) {
 		require.True(t, strings.HasPrefix(w.Token(), cw.hand.id+".wi"), "the one-key waiter held by its place's ID: %q", w.Token())
 		require.Zero(t, attempts.Load(), "a waiter attempted: it was not held by the grants")
 		require.NoError(t, w.Unlock(ctx))
+	})
+}
+
+// TestSetsGrantedEachOthersKeys: two sets of the same keys, each granted
+// one key of the other's on every node, wait no longer than a lease. T
+// queues first (the lower ticket), but its place reaches the nodes only
+// after a's release has granted a to S, the set behind it; then b's
+// release grants b to T, first in b's line. S's looks no longer renew
+// its grant of a (T is first in a's line now), so it lapses, a is kept
+// for T, and T holds, then S. Renewed whoever is first, the two grants
+// stood as long as the two sets waited.
+func TestSetsGrantedEachOthersKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ca, cb, cs, ct := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*cs.cfg.lease)
+		defer cancel()
+		ha, err := ca.Lock(ctx, "a", WithTTL(time.Minute))
+		require.NoError(t, err)
+		hb, err := cb.Lock(ctx, "b", WithTTL(time.Minute))
+		require.NoError(t, err)
+		gate := make(chan struct{})
+		var opened sync.Once
+		open := func() { opened.Do(func() { close(gate) }) }
+		defer open()
+		for _, f := range fakes {
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpQueue && strings.HasPrefix(o.Place.ID, ct.hand.id) {
+					<-gate
+				}
+			}
+		}
+		setT, err := ct.MultiLock([]string{"a", "b"}, waitHour)
+		require.NoError(t, err)
+		gotT := lockBehind(t, func(context.Context) (*Lock, error) { return setT.Lock(ctx) })
+		synctest.Wait() // refused, its place on its way
+		time.Sleep(time.Millisecond)
+		gotS := setWaiter(t, cs, "a", "b")
+
+		require.NoError(t, ha.Unlock(ctx)) // a granted to S, first in a's line
+		synctest.Wait()
+		open() // T's place reaches the nodes: first in both lines
+		synctest.Wait()
+		require.NoError(t, hb.Unlock(ctx)) // b granted to T
+		start := time.Now()
+		synctest.Wait()
+		for _, f := range fakes {
+			va, _ := f.value(cs.target("a").rkey)
+			vb, _ := f.value(cs.target("b").rkey)
+			require.True(t, strings.HasPrefix(va, cs.hand.id+".wi") && strings.HasPrefix(vb, ct.hand.id+".wi"), "not the crossed grants on %s: a %q, b %q", f.Name(), va, vb)
+		}
+		lt := <-gotT
+		require.NotNil(t, lt, "T never held")
+		require.LessOrEqual(t, time.Since(start), 2*cs.cfg.lease, "T waited for longer than S's grant lasts")
+		require.Empty(t, gotS)
+		require.NoError(t, lt.Unlock(ctx))
+		ls := <-gotS
+		require.NotNil(t, ls, "S never held")
+		require.NoError(t, ls.Unlock(ctx))
+	})
+}
+
+// TestSetGrantedBySplitReleases: a set's keys are granted to it, each on
+// a majority, but on a common majority of none: b by its holder's
+// release on nodes 0–2, c by its holder's on nodes 2–4 only (on nodes 0
+// and 1 c's holder is still there: a release that reached part of the
+// nodes, or a split vote's holder). No more grants come; the set
+// attempts setLookDelay after the second release (the time it gives the
+// rest of the notices), and its attempt takes the keys granted to its
+// place on nodes 2–4. Before, it slept until its next look (simulator
+// seed 10130: a third of a lease).
+func TestSetGrantedBySplitReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		cs := newTestClient(t, fakes)
+		rb, rc := cs.target("b").rkey, cs.target("c").rkey
+		for i, f := range fakes {
+			if i <= 2 {
+				f.set(rb, "X", time.Minute)
+			}
+			f.set(rc, "Y", time.Minute)
+		}
+		got := setWaiter(t, cs, "b", "c")
+		release := func(rkey, token string, nodes []node) {
+			o := wire.NewOp(wire.OpRelease, rkey, token, "", 0)
+			o.Wake = cs.hand.wakeArg
+			cs.post(ctx, o, nodes, time.Minute)
+		}
+		release(rb, "X", cs.nodes[:3])
+		synctest.Wait()
+		require.Empty(t, got)
+		start := time.Now()
+		release(rc, "Y", cs.nodes[2:])
+		l := <-got
+		require.LessOrEqual(t, time.Since(start), setLookDelay, "the set slept after its split grants")
+		require.NotContains(t, l.Token(), ".wi", "held by its attempt")
+		require.NoError(t, l.Unlock(ctx))
 	})
 }

@@ -277,11 +277,16 @@ end
 // ARGV[5], from a set a release may grant its keys (a ".wi" place: see
 // queueLua's grant): the look's number, kept in each key's KEY:seq beside
 // the place, as queueSrc keeps it. A key such a look finds granted to
-// the place it answers as free with the set first, and leaves alone; the
-// place is put back in its queue all the same, so that a grant that lapses
-// while the set waits for another key (held for longer than a lease) leaves
-// the key kept for the set, not for a waiter that queued after it
-// (simulator seed 319).
+// the place it answers as free with the set first; the place is put back
+// in its queue all the same, and while it is first there the grant is
+// made to live as long as the place (a lease from now), so that a key
+// granted while the set waits for another (held for longer than a lease)
+// stays the set's, as the reservation it replaced did: not taken by a
+// waiter that queued after the set (simulator seed 319), nor by an
+// unqueued attempt once the grant lapsed (seed 10899). A lower ticket
+// whose place reached the node after the grant (so first there now)
+// stops the renewal, and has the key within a lease: two sets each
+// granted a key of the other's wait no longer than that.
 var queueMultiSrc = queueLua + grantedLua + `
 local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
@@ -296,8 +301,9 @@ for i, k in ipairs(KEYS) do
 		redis.call('PEXPIRE', k .. ':seq', 2 * tonumber(ARGV[3]))
 	end
 	if seq and grantedTo(v, id) then
-		-- Granted by a release: free to the set. Its place stays, in case
-		-- the grant lapses while the set waits for another key.
+		-- Granted by a release: free to the set. Its place stays, and
+		-- while it is first in line the grant lives as long as it does.
+		if head(q, l, t) == id and redis.call('PTTL', k) < tonumber(ARGV[3]) then redis.call('PEXPIRE', k, ARGV[3]) end
 		waits[i], holders[i] = '0', ''
 	else
 		local h, hl = head(q, l, t)
