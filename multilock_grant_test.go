@@ -18,15 +18,34 @@ import (
 // its own release, without an attempt of its own.
 
 // setWaiter has c wait for the set keys (waitHour: only wakes move it),
-// and returns the channel its Lock comes on.
+// once the calls made before have reached every node (a Lock returns at a
+// majority: the set's first attempt could otherwise take a key on a node
+// before its holder's acquire got there), and returns the channel its
+// Lock comes on.
 func setWaiter(t *testing.T, c *Client, keys ...string) <-chan *Lock {
 	t.Helper()
+	synctest.Wait() // the locks before it are on every node: its attempt overtakes none
 	set, err := c.MultiLock(keys, waitHour)
 	require.NoError(t, err)
 	got := lockBehind(t, set.Lock)
 	synctest.Wait() // refused, it waits in every key's queue
 	time.Sleep(time.Millisecond)
 	return got
+}
+
+// setAttempts counts, once armed, the acquires of sets that fakes run
+// for c's waiters (a set's attempt once it has a place). Call it before
+// the nodes are used.
+func setAttempts(fakes []*fakeNode, c *Client) (armed *atomic.Bool, n *atomic.Int32) {
+	armed, n = new(atomic.Bool), new(atomic.Int32)
+	for _, f := range fakes {
+		f.ran = func(o *wire.Op) {
+			if armed.Load() && wire.IsAcquire(o.Kind) && o.Mode == wire.ModeSet && o.Place != nil && strings.HasPrefix(o.Place.ID, c.hand.id) {
+				n.Add(1)
+			}
+		}
+	}
+	return armed, n
 }
 
 // TestSetGrantedByReleases: a set whose two keys are held by two other
@@ -38,19 +57,13 @@ func TestSetGrantedByReleases(t *testing.T) {
 		fakes := newFakeNodes(5)
 		ctx := t.Context()
 		ca, cb, cs := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		armed, attempts := setAttempts(fakes, cs) // the set's acquires, after its first
 		ha, err := ca.Lock(ctx, "a", WithTTL(time.Minute))
 		require.NoError(t, err)
 		hb, err := cb.Lock(ctx, "b", WithTTL(time.Minute))
 		require.NoError(t, err)
-		var attempts atomic.Int32 // the set's acquires, after its first
 		got := setWaiter(t, cs, "a", "b")
-		for _, f := range fakes {
-			f.ran = func(o *wire.Op) {
-				if wire.IsAcquire(o.Kind) && o.Mode == wire.ModeSet {
-					attempts.Add(1)
-				}
-			}
-		}
+		armed.Store(true)
 
 		require.NoError(t, ha.Unlock(ctx))
 		synctest.Wait()
@@ -135,21 +148,23 @@ func TestSetReleaseGrantsTheNextSet(t *testing.T) {
 		fakes := newFakeNodes(5)
 		ctx := t.Context()
 		ch, cs, cw := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
-		holder, err := ch.MultiLock([]string{"a", "b"}, WithTTL(time.Minute))
-		require.NoError(t, err)
-		h, err := holder.TryLock(ctx)
-		require.NoError(t, err)
+		var armed atomic.Bool
 		var attempts atomic.Int32
-		got := setWaiter(t, cs, "b", "a")
-		gotW := lockBehind(t, func(ctx context.Context) (*Lock, error) { return cw.Lock(ctx, "b", waitHour) })
-		synctest.Wait()
 		for _, f := range fakes {
 			f.ran = func(o *wire.Op) {
-				if wire.IsAcquire(o.Kind) {
+				if armed.Load() && wire.IsAcquire(o.Kind) {
 					attempts.Add(1)
 				}
 			}
 		}
+		holder, err := ch.MultiLock([]string{"a", "b"}, WithTTL(time.Minute))
+		require.NoError(t, err)
+		h, err := holder.TryLock(ctx)
+		require.NoError(t, err)
+		got := setWaiter(t, cs, "b", "a")
+		gotW := lockBehind(t, func(ctx context.Context) (*Lock, error) { return cw.Lock(ctx, "b", waitHour) })
+		synctest.Wait()
+		armed.Store(true)
 
 		at := time.Now()
 		require.NoError(t, h.Unlock(ctx))
@@ -180,10 +195,6 @@ func TestSetsGrantedEachOthersKeys(t *testing.T) {
 		ca, cb, cs, ct := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
 		ctx, cancel := context.WithTimeout(t.Context(), 20*cs.cfg.lease)
 		defer cancel()
-		ha, err := ca.Lock(ctx, "a", WithTTL(time.Minute))
-		require.NoError(t, err)
-		hb, err := cb.Lock(ctx, "b", WithTTL(time.Minute))
-		require.NoError(t, err)
 		gate := make(chan struct{})
 		var opened sync.Once
 		open := func() { opened.Do(func() { close(gate) }) }
@@ -195,6 +206,11 @@ func TestSetsGrantedEachOthersKeys(t *testing.T) {
 				}
 			}
 		}
+		ha, err := ca.Lock(ctx, "a", WithTTL(time.Minute))
+		require.NoError(t, err)
+		hb, err := cb.Lock(ctx, "b", WithTTL(time.Minute))
+		require.NoError(t, err)
+		synctest.Wait() // the holders' keys on every node
 		setT, err := ct.MultiLock([]string{"a", "b"}, waitHour)
 		require.NoError(t, err)
 		gotT := lockBehind(t, func(context.Context) (*Lock, error) { return setT.Lock(ctx) })
