@@ -175,3 +175,43 @@ func TestGrantedPlaceGoesWithUnlock(t *testing.T) {
 		}
 	})
 }
+
+// TestPlaceReleasedFirstWakesNext: a release by a place's ID (a waiter
+// that holds elsewhere, or gave up, releasing a grant it may have had)
+// that takes the place out from the front of the queue, the key free,
+// wakes the next waiter, as a leave from the front does. Before, the
+// reservation passed to the next place silently, and its waiter slept
+// until its next look (simulator seed 2496: a semaphore's waiter that
+// took one slot by its attempt released its place in the other, where a
+// take-back had just left the key free for it).
+func TestPlaceReleasedFirstWakesNext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		c := newTestClient(t, fakes)
+		rkey := c.redisKey("k")
+		first := &wire.Place{ID: "ZZZZZZZZZZZZZ.wi1", Ticket: 1, Lease: time.Minute}
+		for _, f := range fakes {
+			f.enqueue(rkey, first) // (free: reserved for it)
+		}
+		got := make(chan *Lock, 1)
+		go func() {
+			l, err := c.Lock(ctx, "k", waitHour)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		synctest.Wait() // refused: it waits behind the first place
+		time.Sleep(time.Millisecond)
+		require.Empty(t, got)
+
+		at := time.Now()
+		o := wire.NewOp(wire.OpRelease, rkey, first.ID, "", 0)
+		o.Wake = c.hand.wakeArg
+		c.post(ctx, o, c.nodes, time.Minute)
+		l := <-got
+		require.Zero(t, time.Since(at), "the next waiter was not woken by the release of the first place")
+		require.NoError(t, l.Unlock(ctx))
+	})
+}

@@ -220,16 +220,27 @@ end
 // key's queue (KEYS: one, or a set's), with its look's number, so that
 // no later release lets it in or grants it the key again, and a
 // reservation made for it is the next place's. fns defines handOn
-// (queueLua, or queueFnsLua after nowLua), where a place is found.
+// (queueLua, or queueFnsLua after nowLua), where a place is found. A place
+// that was first, the key free, wakes the next, as a leave from the front
+// does (queueSrc): a semaphore's waiter that took one slot released its
+// place in the other, just reserved for it by a take-back, and the next
+// waiter slept until its look (simulator seed 2496).
 func placeOutLua(marker, fns string) string {
 	return `
 if string.find(ARGV[1], '` + marker + `', 1, true) then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
-		if redis.call('ZREM', k .. ':queue', ARGV[1]) == 1 then
-			redis.call('ZREM', k .. ':lease', ARGV[1])
-			redis.call('ZREM', k .. ':seq', ARGV[1])
+		if redis.call('ZSCORE', k .. ':queue', ARGV[1]) then
 ` + fns + `
-			handOn(k .. ':queue', k .. ':lease', now(), k)
+			local q, l, t = k .. ':queue', k .. ':lease', now()
+			local first = head(q, l, t)
+			leave(q, l, ARGV[1])
+			redis.call('ZREM', k .. ':seq', ARGV[1])
+			handOn(q, l, t, k)
+			local v = first == ARGV[1] and ARGV[3] ~= '' and redis.call('GET', k)
+			if v and string.byte(v) == 0 then -- it was first, the key free: the next is, as after a leave
+				local h = head(q, l, t)
+				if h then wakeFront(ARGV[3], h, ARGV[1], k, string.sub(v, 2)) end
+			end
 		end
 	end
 end
