@@ -279,3 +279,46 @@ func TestSetGrantedBySplitReleases(t *testing.T) {
 		require.NoError(t, l.Unlock(ctx))
 	})
 }
+
+// TestSetWonByAttemptReleasesItsPlace: a set that wins by its attempt
+// takes its place out of the nodes that refused it by a release of the
+// place's ID over every key, not by a leave, so that a key a release
+// granted to the place just before (its notice lost: the Client closing)
+// goes too. Here node 4 refuses the attempt (b held there by another
+// token), and that holder's release grants b to the set's place on node
+// 4 right before the set's place goes; a leave left b granted to the
+// place until its lapse.
+func TestSetWonByAttemptReleasesItsPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		ca, cs := newTestClient(t, fakes), newTestClient(t, fakes)
+		rb := cs.target("b").rkey
+		var armed atomic.Bool
+		var planted atomic.Value
+		fakes[4].hold = func(o *wire.Op) {
+			id := o.Token
+			if o.Kind == wire.OpQueue && o.Quiet {
+				id = o.Place.ID
+			}
+			if armed.Load() && (o.Kind == wire.OpRelease || o.Kind == wire.OpQueue && o.Quiet) && strings.HasPrefix(id, cs.hand.id+".wi") && planted.CompareAndSwap(nil, id) {
+				fakes[4].set(rb, id, cs.cfg.lease) // granted by b's release, its notice lost
+			}
+		}
+		fakes[4].set(rb, "X", time.Minute)
+		ha, err := ca.Lock(ctx, "a", WithTTL(time.Minute))
+		require.NoError(t, err)
+		got := setWaiter(t, cs, "a", "b")
+		armed.Store(true)
+		require.NoError(t, ha.Unlock(ctx)) // a granted to the set; b free on nodes 0–3: it attempts
+		l := <-got
+		require.NotNil(t, l)
+		require.NotContains(t, l.Token(), ".wi", "held by its attempt")
+		synctest.Wait()
+		id, _ := planted.Load().(string)
+		require.NotEmpty(t, id, "the set's place never left node 4")
+		v, _ := fakes[4].value(rb)
+		require.False(t, strings.HasPrefix(v, id), "b left granted to the set's place on node 4: %q", v)
+		require.NoError(t, l.Unlock(ctx))
+	})
+}

@@ -68,20 +68,21 @@ func (h *handoff) abandon(w *waiter, held *Lock) []uint64 {
 
 // leavePlace takes the place p of a Lock that won by its attempt out of
 // the queues of nodes, which refused the attempt: by a release of its ID
-// where a release may have granted that place the key (a writer's: see
-// grantable), which also deletes such a grant if one came before it,
-// and hands the key on; else by a leave. A grant that comes after the
-// Lock's Client has closed would otherwise wait for the place's lapse,
-// its notice lost (simulator seed 428, under load).
+// where a release may have granted that place a key (a writer's or a
+// set's: see grantable), which also deletes such a grant if one came
+// before it, and hands the key on; else by a leave. A grant that comes
+// after the Lock's Client has closed would otherwise wait for the place's
+// lapse, its notice lost (simulator seed 428, under load).
 func (c *Client) leavePlace(ctx context.Context, nodes []node, t target, p *wire.Place, ttl time.Duration) {
-	if len(nodes) == 0 {
-		return
-	}
-	if p == nil || !isGrantee(p.ID) || t.rkeys != nil {
+	switch {
+	case len(nodes) == 0:
+	case p == nil || !isGrantee(p.ID):
 		c.leaveOn(ctx, nodes, t, p, ttl)
-		return
+	case t.multiKey(): // one release over every key of the set
+		c.hand.postRelease(t, p.ID, nodes)
+	default:
+		c.hand.releasePlace(t.rkey, p.ID, nodes)
 	}
-	c.hand.releasePlace(t.rkey, p.ID, nodes)
 }
 
 // releaseLetIn releases the place ID id from rkey's readers on nodes (bit
@@ -101,12 +102,18 @@ func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
 // writer's, on nodes, in the background: the key or entry it may hold
 // there, and the place.
 func (h *handoff) releasePlace(rkey, id string, nodes []node) {
-	if len(nodes) == 0 || mutated(mutLetInKept) {
-		return
-	}
 	t := target{key: rkey, rkey: rkey, mode: wire.ModeRead}
 	if isGrantee(id) {
 		t.mode = wire.ModeMutex
+	}
+	h.postRelease(t, id, nodes)
+}
+
+// postRelease releases the place ID id at t's keys on nodes, in the
+// background (see releasePlace).
+func (h *handoff) postRelease(t target, id string, nodes []node) {
+	if len(nodes) == 0 || mutated(mutLetInKept) {
+		return
 	}
 	o := t.op(wire.OpRelease, id, "", 0)
 	o.Wake = h.wakeArg
