@@ -125,9 +125,12 @@
 // node one script sets every key or none, and the lock, a [*Lock] over the
 // set, holds when a majority granted all of them. A set that waits takes
 // one place in every key's wait queue: sets and one-key locks whose keys
-// overlap are served in the order they came. Nobody holds a key while
-// waiting for another, so overlapping sets cannot deadlock.
-// docs/multilock.md has the guarantees.
+// overlap are served in the order they came, and each key's release
+// grants it to the set first in line, which holds once a majority of
+// nodes have granted it every key. No holder holds a key while waiting
+// for another, and a key granted to a waiting set is kept for it only
+// while it is first in that key's line, so overlapping sets cannot
+// deadlock. docs/multilock.md has the guarantees.
 //
 // # Read-write locks
 //
