@@ -301,7 +301,9 @@ func TestSetWonByAttemptReleasesItsPlace(t *testing.T) {
 			if o.Kind == wire.OpQueue && o.Quiet {
 				id = o.Place.ID
 			}
-			if armed.Load() && (o.Kind == wire.OpRelease || o.Kind == wire.OpQueue && o.Quiet) && strings.HasPrefix(id, cs.hand.id+".wi") && planted.CompareAndSwap(nil, id) {
+			// (the place's op over the set's keys: not the release of its
+			// ID at a alone, which its admission there sends too)
+			if armed.Load() && len(o.Keys) == 2 && (o.Kind == wire.OpRelease || o.Kind == wire.OpQueue && o.Quiet) && strings.HasPrefix(id, cs.hand.id+".wi") && planted.CompareAndSwap(nil, id) {
 				fakes[4].set(rb, id, cs.cfg.lease) // granted by b's release, its notice lost
 			}
 		}
