@@ -60,6 +60,7 @@ func (l *lane) hangUp() {
 	}
 	l.conn, l.pipe, l.runID = nil, nil, ""
 	l.s.scriptsRun.Store(false)
+	l.s.forgetScripts()
 }
 
 // send sends one batch as one pipeline and delivers every call's result.
@@ -92,6 +93,7 @@ func (l *lane) send(batch []Call) {
 			broken = true
 		case c.Op.Kind != wire.OpAcquirePlain && (err == nil || errors.Is(err, redis.Nil)):
 			l.s.scriptsRun.Store(true)
+			l.s.held[c.Op.ScriptIndex()].Store(true)
 		}
 		res := wire.Decode(c.Op.Kind, cmd)
 		if wire.TellsRunID(c.Op) {
@@ -128,6 +130,10 @@ func (l *lane) makeCmds(ctx context.Context, batch []Call) {
 		}
 		if !l.s.scriptsRun.Load() {
 			c.Op = c.Op.Scripted()
+		}
+		if i := c.Op.ScriptIndex(); i >= 0 && !l.s.held[i].Load() {
+			l.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...) // in its place (see stream.held)
+			continue
 		}
 		l.cmds[j] = redis.NewCmd(ctx, c.Op.Args(l.s.index)...)
 	}

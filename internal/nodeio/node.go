@@ -11,8 +11,10 @@ import (
 
 // This file is one node behind go-redis: standalone, Sentinel or Cluster
 // (the scripts, and the arguments sent to them, are in internal/wire; how
-// commands leave, batched, is in stream.go). A script goes as EVALSHA, and again as EVAL (which also
-// caches it) when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH.
+// commands leave, batched, is in stream.go). A script goes as EVAL (which
+// also caches it) until the node is known to hold it, then as EVALSHA, and
+// again as EVAL when the node answers NOSCRIPT, e.g. after SCRIPT FLUSH
+// (stream.held).
 // (go-redis's Script.Run does the same, but cannot turn off go-redis's own
 // retries; see noRetry.)
 

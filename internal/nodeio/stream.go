@@ -86,6 +86,9 @@ type stream struct {
 	// node that refuses scripts refuses the acquire (and is unusable at
 	// once) rather than grant a lock no script can release.
 	dialed, infoWorks, scriptsRun atomic.Bool
+	// held: the scripts (by wire's ScriptIndex) the node is known to
+	// hold in its script cache; the others go as EVAL (see forgetScripts).
+	held [wire.ScriptCount]atomic.Bool
 
 	mu      sync.Mutex
 	queue   []Call

@@ -115,3 +115,16 @@ func (o *Op) Source() string { return o.script().src.(string) }
 
 // SHA is the SHA1 of the op's script, as EVALSHA names it.
 func (o *Op) SHA() string { return o.script().sha.(string) }
+
+// ScriptCount bounds ScriptIndex: one number per primitive and op kind.
+const ScriptCount = int(modeCount) * kindCount
+
+// ScriptIndex numbers the op's script below ScriptCount, for a node's
+// stream to record which scripts the node is known to hold (see
+// internal/nodeio); −1 for an op that runs none (OpAcquirePlain).
+func (o *Op) ScriptIndex() int {
+	if o.Kind == OpAcquirePlain {
+		return -1
+	}
+	return int(o.Mode)*kindCount + int(o.Kind)
+}
