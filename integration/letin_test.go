@@ -76,6 +76,7 @@ func TestReaderLetInByRelease(t *testing.T) {
 		}
 		return true
 	})
+	heardBy(t, nodes, "rw:"+key) // (the read-write lock's key)
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +173,7 @@ func TestWriterGrantedByRelease(t *testing.T) {
 		})
 	}()
 	waitUntil(t, 10*time.Second, "the second waiter queued on every node", queued(2))
+	heardBy(t, nodes, key)
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -348,4 +350,54 @@ func TestSemaphorePermitsGrantedByRelease(t *testing.T) {
 		}
 	}
 	noKeysLeft(t, nodes, "sem:"+name)
+}
+
+// heardBy waits until each place in key's queue (on the first node) has
+// been refreshed by three more looks on every node since every node had
+// its Client's release-notice subscription. A grant or a let-in counts for
+// a waiter only from a node that a look sent after its subscription's
+// confirmation has heard from (the restart guard's rule, letin.go); a
+// Client whose subscription came late (a loaded machine: once under CI)
+// has its waiter woken by the grants instead, and it attempts: correct,
+// but not what a test of the grant is about. A waiter sends a look once
+// the last one's answer is in, and the node sent the confirmation before
+// the answer to any look it ran later: of three such looks, the last two
+// leave after the Client has had the confirmation unless its reader was
+// held up for a whole look's interval. Under a second in all.
+func heardBy(t *testing.T, nodes []*Node, key string) {
+	t.Helper()
+	ids := queued(t, nodes[0], key)
+	if len(ids) == 0 {
+		t.Fatalf("no place in %s's queue", key)
+	}
+	for _, id := range ids {
+		channel := "redlock:wake:" + strings.SplitN(id, ".", 2)[0]
+		waitUntil(t, 30*time.Second, "the subscription of "+id+"'s Client on every node", func() bool {
+			for _, n := range nodes {
+				if Admin(t, n).PubSubNumSub(t.Context(), channel).Val()[channel] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	seq := func(n *Node, id string) float64 {
+		return Admin(t, n).ZScore(t.Context(), RedisKey(key)+":seq", id).Val()
+	}
+	first := map[string]float64{}
+	for _, id := range ids {
+		for _, n := range nodes {
+			first[id+" at "+n.Addr] = seq(n, id)
+		}
+	}
+	waitUntil(t, 30*time.Second, "three more looks of every place on every node", func() bool {
+		for _, id := range ids {
+			for _, n := range nodes {
+				if seq(n, id) < first[id+" at "+n.Addr]+3 {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }

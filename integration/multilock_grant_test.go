@@ -60,6 +60,9 @@ func TestSetGrantedByReleases(t *testing.T) {
 		}
 		return true
 	})
+	for _, k := range keys {
+		heardBy(t, nodes, k)
+	}
 
 	if err := held[0].Unlock(ctx); err != nil {
 		t.Fatal(err)
