@@ -381,6 +381,7 @@ func TestMultiLockReleaseWakes(t *testing.T) {
 			return admin.ZCard(t.Context(), RedisKey(keys[1])+":queue").Val() == 1
 		})
 	}
+	waitSubscribed(t, nodes...) // (its look may leave before the subscription is in, on a loaded machine)
 	if err := held.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -131,6 +131,7 @@ func TestRWMutexScript(t *testing.T) {
 			return admin.ZCard(ctx, rwKey(name)+":queue").Val() == 1
 		})
 	}
+	waitSubscribed(t, nodes...) // (its look may leave before the subscription is in, on a loaded machine)
 	_, err = rm.TryRLock(ctx)
 	if !refusedAs(err, redlock.ErrQueued) {
 		t.Fatalf("a reader while a writer waits: got %v, want refused as queued", err)
