@@ -53,12 +53,14 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 			return 0, tryFailure{} // a set woken to attempt while it looked
 		}
 		notePlace(w, r, c.quorum())
+		w.grantSeen = 0
+		if slices.ContainsFunc(r.results, func(res wire.Result) bool { return res.Answered && res.Head == wire.LetIn }) {
+			w.grantSeen = max(time.Since(sent), time.Microsecond)
+		}
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys, c.quorum()), sent)
 		}
-		slot, f := c.judgeLook(w, sent, r)
-		noteGrantSeen(w, r, sent, f)
-		return slot, f
+		return c.judgeLook(w, sent, r)
 	}
 	// A semaphore's waiter looks at every slot's queue at once: one batch
 	// per node, one node timeout at most.
@@ -351,16 +353,5 @@ func (w *waiter) unwake() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// noteGrantSeen records, for the attempt that follows a look r sent at
-// sent that found w first with the key free (f), whether it found the key
-// granted to w's place on some node (see waitLoop.awaitGrants); any other
-// look clears it: a wake later is the notices', or not theirs.
-func noteGrantSeen(w *waiter, r *round, sent time.Time, f tryFailure) {
-	w.grantSeen = 0
-	if f.r == nil && f.cause == nil && slices.ContainsFunc(r.results, func(res wire.Result) bool { return res.Answered && res.Head == wire.LetIn }) {
-		w.grantSeen = max(time.Since(sent), time.Microsecond)
 	}
 }
