@@ -93,7 +93,9 @@ func (l *lane) send(batch []Call) {
 			broken = true
 		case c.Op.Kind != wire.OpAcquirePlain && (err == nil || errors.Is(err, redis.Nil)):
 			l.s.scriptsRun.Store(true)
-			l.s.held[c.Op.ScriptIndex()].Store(true)
+			if h := &l.s.held[c.Op.ScriptIndex()]; !h.Load() {
+				h.Store(true) // once: not a shared write per reply
+			}
 		}
 		res := wire.Decode(c.Op.Kind, cmd)
 		if wire.TellsRunID(c.Op) {

@@ -15,8 +15,8 @@ import (
 // the node answered NOSCRIPT, e.g. after SCRIPT FLUSH: such a call did not
 // run, so sending it is not a replay; but the calls behind it in the batch
 // have run, so it runs out of its order (stream.held keeps this to a node
-// that lost its cache since the stream last sent a script to it). The
-// others are left out of this second round.
+// that lost its cache unseen, since the stream learned that it held the
+// script). The others are left out of this second round.
 func (l *lane) evalMissing(ctx context.Context, batch []Call) {
 	if !slices.ContainsFunc(l.cmds, func(cmd *redis.Cmd) bool { return cmd != nil && wire.IsNoScript(cmd.Err()) }) {
 		return
