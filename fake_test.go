@@ -37,6 +37,7 @@ type fakeNode struct {
 	acqGate     chan struct{} // acquires (only) wait for it to close
 	amnesia     bool          // forgets lock keys at once: grants to everyone (timing assumptions broken)
 	noNotices   bool          // the node's notices reach nobody
+	noticeGate  chan struct{} // if set, its notices wait for it to close: read after the calls that follow
 	restarting  bool          // restartMem under way: notices are lost
 	readies     []func()      // its subscriptions' confirmations, which a restart repeats (see restartMem)
 	releaseErrs []error       // ctx.Err() seen by each release call
@@ -284,8 +285,11 @@ func (n *fakeNode) Watch(channel string, deliver func(channel, payload string), 
 	n.mu.Unlock()
 	stop = n.mem.Subscribe(channel, func(ch, payload string) {
 		n.mu.Lock()
-		quiet := n.noNotices || n.restarting
+		quiet, gate := n.noNotices || n.restarting, n.noticeGate
 		n.mu.Unlock()
+		if gate != nil {
+			<-gate
+		}
 		if !quiet {
 			deliver(ch, payload)
 		}

@@ -146,18 +146,7 @@ func TestGrantScripts(t *testing.T) {
 func TestGrantedPlaceGoesWithUnlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
-		holder, waiter := newTestClient(t, fakes), newTestClient(t, fakes)
-		l, err := holder.TryLock(t.Context(), "k")
-		require.NoError(t, err)
-		got := make(chan *Lock)
-		go func() {
-			w, err := waiter.Lock(t.Context(), "k", waitHour)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- w
-		}()
-		synctest.Wait() // refused once, and queued on every node
+		l, waiter, got := heldAndAwaited(t, fakes) // the waiter refused once, and queued on every node
 		rkey := waiter.redisKey("k")
 		fakes[4].set(rkey, "other", time.Minute)
 		require.NoError(t, l.Unlock(t.Context())) // released on 4 of 5, each granting the waiter
@@ -214,4 +203,62 @@ func TestPlaceReleasedFirstWakesNext(t *testing.T) {
 		require.Zero(t, time.Since(at), "the next waiter was not woken by the release of the first place")
 		require.NoError(t, l.Unlock(ctx))
 	})
+}
+
+// TestLookBeforeGrantNoticeWaitsForIt: a waiter whose look finds the key
+// granted to its place before it has read the grants' notices (they come
+// on the subscription, and the look's answer on another connection) waits
+// for them and holds by its place's ID, rather than attempt and take the
+// grants with a token of its own, one round more (TestWriterGrantedByRelease
+// on real redis-servers, once under load).
+func TestLookBeforeGrantNoticeWaitsForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(3)
+		l, _, got := heldAndAwaited(t, fakes) // the waiter asleep until its next look
+		gate := make(chan struct{})
+		for _, f := range fakes {
+			f.mu.Lock()
+			f.noticeGate = gate
+			f.mu.Unlock()
+		}
+		unlocked := make(chan error)
+		go func() { unlocked <- l.Unlock(t.Context()) }()
+		synctest.Wait() // each node granted the waiter's place; the notices wait
+		// The waiter's next look, a third of its lease after it slept,
+		// finds the grants; it waits a millisecond for their notices
+		// (twice the look's round trip, here none).
+		time.Sleep(defaultWaiterLease/3 + 500*time.Microsecond)
+		synctest.Wait()
+		select {
+		case w := <-got:
+			t.Fatalf("the waiter held before its notices came: by its attempt, token %q", w.Token())
+		default:
+		}
+		close(gate)
+		w := <-got
+		require.NotNil(t, w)
+		require.Contains(t, w.Token(), ".wi", "held by its place's ID, granted by the release")
+		require.NoError(t, <-unlocked)
+		require.NoError(t, w.Unlock(t.Context()))
+	})
+}
+
+// heldAndAwaited, inside a synctest bubble: a Client holds "k" on fakes,
+// and another's Lock (an hour between its tries) waits for it, refused
+// once and queued on every node; got has its Lock when it returns.
+func heldAndAwaited(t *testing.T, fakes []*fakeNode) (l *Lock, waiter *Client, got <-chan *Lock) {
+	holder := newTestClient(t, fakes)
+	waiter = newTestClient(t, fakes)
+	l, err := holder.TryLock(t.Context(), "k")
+	require.NoError(t, err)
+	out := make(chan *Lock)
+	go func() {
+		w, err := waiter.Lock(t.Context(), "k", waitHour)
+		if err != nil {
+			t.Error(err)
+		}
+		out <- w
+	}()
+	synctest.Wait()
+	return l, waiter, out
 }

@@ -86,6 +86,10 @@ type waiter struct {
 	// nextHere: its last look found only waiters of this Client ahead of
 	// it, on a majority of nodes (see claim)
 	nextHere atomic.Bool
+	// grantSeen: how long its last look took, if it found the key granted
+	// to its place (or it let in) on some node, whose notice is then on
+	// its way (see waitLoop.awaitGrants); 0 otherwise. Its wait loop's.
+	grantSeen time.Duration
 
 	// Guarded by the handoff's mu (notice.go, handover.go):
 	asleep      *lockConfig          // its Lock call's, while it sleeps between tries

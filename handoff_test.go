@@ -354,7 +354,9 @@ func TestNoticesKeptThroughARelease(t *testing.T) {
 // reaches anyone; the holder's release runs on nodes 0 and 1, and on the
 // others only once the waiter's look has seen that (their answers come a
 // millisecond later: a look ends once decided, and counts the nodes that
-// answered by then).
+// answered by then). The look after that finds the key granted to the
+// waiter's place, and the waiter waits twice that look's round trip for
+// the grants' notices (awaitGrants), lost here, before it attempts.
 func TestLookAgainWhileReleased(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
@@ -397,7 +399,7 @@ func TestLookAgainWhileReleased(t *testing.T) {
 		armed.Store(true)
 		go func() { assert.NoError(t, l.Unlock(t.Context())) }()
 		took := <-got
-		require.LessOrEqual(t, took.Sub(time.Unix(0, opened.Load())), 2*time.Millisecond, "the waiter waited for its strategy, not a round trip")
+		require.LessOrEqual(t, took.Sub(time.Unix(0, opened.Load())), 4*time.Millisecond, "the waiter waited for its strategy, not a round trip")
 		synctest.Wait()
 	})
 }

@@ -53,6 +53,10 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 			return 0, tryFailure{} // a set woken to attempt while it looked
 		}
 		notePlace(w, r, c.quorum())
+		w.grantSeen = 0
+		if slices.ContainsFunc(r.results, func(res wire.Result) bool { return res.Answered && res.Head == wire.LetIn }) {
+			w.grantSeen = max(time.Since(sent), time.Microsecond)
+		}
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys, c.quorum()), sent)
 		}

@@ -208,7 +208,7 @@ func (s *waitLoop) attemptNow() (*Lock, *QuorumError) {
 		s.handed = nil
 		return s.c.attemptHanded(s.ctx, ha, s.attempts)
 	}
-	if l := s.c.takeLetIn(s.ctx, s.t, s.lc, s.w, s.attempts); l != nil {
+	if l := s.takeLetIn(); l != nil {
 		return l, nil
 	}
 	if !s.t.choosesSlot() {
