@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// TestSemaphorePermitsGrantedByRelease: with default options, Acquire
+// calls waiting for a full semaphore (2 permits) are granted a slot by
+// the holder's releases, without attempts of their own: each holds a
+// different slot by its place's ID. Both slots are released at once, so
+// the first waiter, first in both slots' queues, is granted both; it
+// keeps one and releases its place's ID in the other, which grants that
+// slot to the next waiter.
+func TestSemaphorePermitsGrantedByRelease(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	name := UniqueKey(t, nodes)
+	ctx := t.Context()
+	holder, err := newClient(t, Clients(t, nodes, nil)).Semaphore(name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*redlock.Lock
+	for range 2 {
+		l, err := holder.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	got := make(chan *redlock.Lock, 2)
+	for i := range 2 {
+		s, err := newClient(t, Clients(t, nodes, nil)).Semaphore(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			l, err := s.Acquire(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		waitUntil(t, 10*time.Second, "the waiter queued in both slots on every node", func() bool {
+			for _, nd := range nodes {
+				for _, k := range []string{"sem:" + name + ":0", "sem:" + name + ":1"} {
+					if Admin(t, nd).ZCard(ctx, RedisKey(k)+":queue").Val() != int64(i+1) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
+	var wg sync.WaitGroup
+	for _, l := range held {
+		wg.Go(func() {
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	a, b := <-got, <-got
+	if a == nil || b == nil {
+		t.FailNow()
+	}
+	if a.Key() == b.Key() {
+		t.Errorf("both hold slot %s", a.Key())
+	}
+	for _, l := range []*redlock.Lock{a, b} {
+		if !strings.Contains(l.Token(), ".wi") {
+			t.Errorf("%s: token %q, not a granted place's ID", l.Key(), l.Token())
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	noKeysLeft(t, nodes, "sem:"+name)
+}
