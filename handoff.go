@@ -206,6 +206,8 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	switch {
 	case letIn: // the scripts tell readers, and those a release may let in, by it (see wire's queueLua)
 		id = h.id + ".ri" + strconv.Itoa(h.seq)
+	case granted && t.multiKey(): // a set: a release grants its other keys too, where they are free for it (wire's grantRest)
+		id = h.id + ".wis" + strconv.Itoa(h.seq)
 	case granted: // and the writers a release may grant the key (letin.go)
 		id = h.id + ".wi" + strconv.Itoa(h.seq)
 	case t.mode == wire.ModeRead:

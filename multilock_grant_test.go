@@ -96,6 +96,64 @@ func TestSetGrantedByReleases(t *testing.T) {
 	})
 }
 
+// TestSetGrantedItsFreeKeysByARelease: a set {a, b, c} waits for a alone,
+// held by another Client; b and c are free, the set first in their
+// queues. a's release grants the set a, b and c on every node (each node
+// publishes b's and c's notices before a's), so the set holds at that
+// instant by its place's ID, with no attempt: one round, where before
+// the release granted a alone and the set attempted for b and c. On
+// nodes 3 and 4 c is held by another token: there the release grants a
+// alone (the set's other keys go only where each is free), and the set
+// holds by the majority of nodes 0-2. Its Unlock leaves nothing behind,
+// the keys its looks kept for the releases included.
+func TestSetGrantedItsFreeKeysByARelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		ca, cs := newTestClient(t, fakes), newTestClient(t, fakes)
+		armed, attempts := setAttempts(fakes, cs)
+		rc := cs.target("c").rkey
+		for _, f := range fakes[3:] {
+			f.set(rc, "Z", time.Minute)
+		}
+		ha, err := ca.Lock(ctx, "a", WithTTL(time.Minute))
+		require.NoError(t, err)
+		got := setWaiter(t, cs, "a", "b", "c")
+		armed.Store(true)
+
+		at := time.Now()
+		require.NoError(t, ha.Unlock(ctx))
+		l := <-got
+		require.Zero(t, time.Since(at), "the set did not hold at the release")
+		require.Zero(t, attempts.Load(), "the set attempted: it was not held by the grants")
+		require.True(t, strings.HasPrefix(l.Token(), cs.hand.id+".wis"), "held by its place's ID: %q", l.Token())
+		require.Greater(t, l.Validity(), time.Duration(0))
+		synctest.Wait()
+		for i, f := range fakes {
+			for _, k := range []string{"a", "b", "c"} {
+				v, _ := f.value(cs.target(k).rkey)
+				want := strings.HasPrefix(v, l.Token())
+				if k != "a" && i >= 3 {
+					want = k == "c" && strings.HasPrefix(v, "Z") || k == "b" && !strings.HasPrefix(v, l.Token())
+				}
+				require.True(t, want, "%s on %s: %q", k, f.Name(), v)
+			}
+		}
+
+		require.NoError(t, l.Unlock(ctx))
+		synctest.Wait()
+		for _, f := range fakes {
+			for _, k := range []string{"a", "b", "c"} {
+				rk := cs.target(k).rkey
+				for _, x := range []string{rk + ":queue", rk + ":lease", rk + ":seq", rk + ":set:" + l.Token()} {
+					_, left := f.value(x)
+					require.False(t, left, "%s left on %s", x, f.Name())
+				}
+			}
+		}
+	})
+}
+
 // TestSetPartialGrantKeepsItsPlace: a set granted one key while another
 // is held for longer than a lease keeps the key: its looks put its place
 // back in that key's queue and, first there, renew the grant, so neither
@@ -249,10 +307,16 @@ func TestSetsGrantedEachOthersKeys(t *testing.T) {
 // attempts setLookDelay after the second release (the time it gives the
 // rest of the notices), and its attempt takes the keys granted to its
 // place on nodes 2–4. Before, it slept until its next look (simulator
-// seed 10130: a third of a lease).
+// seed 10130: a third of a lease). The releases grant the key they
+// release alone (oneKeyGrants), as a Client's before 2026-11-29 did:
+// today's release of c on nodes 3 and 4 grants b too, free there with the
+// set first, and the set holds by its grants.
 func TestSetGrantedBySplitReleases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
+		for _, f := range fakes {
+			f.variant = oneKeyGrants // (see the comment above)
+		}
 		ctx := t.Context()
 		cs := newTestClient(t, fakes)
 		rb, rc := cs.target("b").rkey, cs.target("c").rkey
@@ -287,10 +351,15 @@ func TestSetGrantedBySplitReleases(t *testing.T) {
 // goes too. Here node 4 refuses the attempt (b held there by another
 // token), and that holder's release grants b to the set's place on node
 // 4 right before the set's place goes; a leave left b granted to the
-// place until its lapse.
+// place until its lapse. The releases grant the key they release alone
+// (oneKeyGrants), as a Client's before 2026-11-29 did: today's release of
+// a grants b too where it is free, and the set holds without an attempt.
 func TestSetWonByAttemptReleasesItsPlace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
+		for _, f := range fakes {
+			f.variant = oneKeyGrants // (see the comment above)
+		}
 		ctx := t.Context()
 		ca, cs := newTestClient(t, fakes), newTestClient(t, fakes)
 		rb := cs.target("b").rkey

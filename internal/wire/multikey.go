@@ -78,6 +78,7 @@ for _, k in ipairs(mine) do
 		local h, left = head(q, l, now())
 		if h then
 			if ARGV[3] ~= '' and grants(h) and not ARGV[4] then
+				if isSet(h) then grantRest(ARGV[3], h, k) end -- (their notices first)
 				grant(ARGV[3], q, l, h, left, k)
 			else
 				reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
@@ -244,6 +245,7 @@ local function gateAll(id, ticket, lease, refused)
 			if hs[i] and (not v or string.byte(v) == 0 or ours) then reserve(keep, k, v and not ours and string.sub(v, 2)) end
 		else
 			leave(q, l, id)
+			if grants(id) then forget(k, id) end
 		end
 	end
 	return refused
@@ -292,6 +294,7 @@ local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
 local seq = not leaving and ARGV[5] -- a set a release may grant its keys: its look's number
 local first, left, pttl, holder, waits, holders = id, 0, -2, '', {}, {}
+local keys = seq and isSet(id) and table.concat(KEYS, '\0') .. '\0'
 for i, k in ipairs(KEYS) do
 	local q, l = qkeys(k)
 	local v = redis.call('GET', k)
@@ -300,6 +303,8 @@ for i, k in ipairs(KEYS) do
 	if seq and redis.call('ZADD', k .. ':seq', seq, id) == 1 then
 		redis.call('PEXPIRE', k .. ':seq', 2 * tonumber(ARGV[3]))
 	end
+	if seq and isSet(id) then redis.call('SET', k .. ':set:' .. id, keys, 'PX', ARGV[3]) end -- (for a release: grantRest)
+	if leaving and isSet(id) then forget(k, id) end
 	if seq and grantedTo(v, id) then
 		-- Granted by a release: free to the set. Its place stays, and
 		-- while it is first in line the grant lives as long as it does.

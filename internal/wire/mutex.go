@@ -90,6 +90,7 @@ if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key'
 			return 1
 		end
 		if grants(h) and not ARGV[4] then
+			if isSet(h) then grantRest(ARGV[3], h, KEYS[1]) end -- (their notices first)
 			grant(ARGV[3], q, l, h, left)
 			return {1, h}
 		end

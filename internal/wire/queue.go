@@ -165,16 +165,41 @@ end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
 local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
 local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
+local function isSet(id) return string.find(id, '.wis', 1, true) ~= nil end
+local function forget(k, x) -- place x's look number and set's keys at k go
+	redis.call('ZREM', k .. ':seq', x)
+	if isSet(x) then redis.call('DEL', k .. ':set:' .. x) end
+end
 local function admitted(prefix, q, l, x, k) -- place x leaves, and its Client is told it is in, naming its look
 	leave(q, l, x)
 	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set the lapse, or one before it
-	if n then redis.call('ZREM', k .. ':seq', x) end
+	if n then forget(k, x) end
 	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
 local function grant(prefix, q, l, x, left, k) -- writer x takes the free key k, until its place's lapse
 	k = k or KEYS[1]
 	admitted(prefix, q, l, x, k) -- (the script's writes are seen together)
 	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
+end
+local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, if each is free here with x first
+	local ks = redis.call('GET', k .. ':set:' .. x) -- its keys, each followed by a NUL (its looks keep them)
+	if not ks then return end
+	local t, rest, from = now(), {}, 1
+	while from <= #ks do
+		local to = string.find(ks, '\0', from, true)
+		local o = string.sub(ks, from, to - 1)
+		from = to + 1
+		if o ~= k then
+			local q, l = qkeys(o)
+			local h, left = head(q, l, t)
+			local v = redis.call('GET', o)
+			local ours = v and (v == x or string.sub(v, 1, #x + 1) == x .. '\0')
+			if v and string.byte(v) ~= 0 and not ours then return end -- held: the set waits on
+			if h ~= x and not ours then return end -- not first there: the queue decides
+			if h == x then rest[#rest + 1] = {o, q, l, left} end -- (granted before and back in line: granted again, naming a later look)
+		end
+	end
+	for _, r in ipairs(rest) do grant(prefix, r[2], r[3], x, r[4], r[1]) end
 end
 local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
 	k = k or KEYS[1]
@@ -234,7 +259,7 @@ if string.find(ARGV[1], '` + marker + `', 1, true) then
 			local q, l, t = k .. ':queue', k .. ':lease', now()
 			local first = head(q, l, t)
 			leave(q, l, ARGV[1])
-			redis.call('ZREM', k .. ':seq', ARGV[1])
+			forget(k, ARGV[1])
 			handOn(q, l, t, k)
 			local v = first == ARGV[1] and ARGV[3] ~= '' and redis.call('GET', k)
 			if v and string.byte(v) == 0 then -- it was first, the key free: the next is, as after a leave
@@ -281,7 +306,10 @@ local function gate(id, ticket, lease)
 		reserve(ticket ~= '0' and math.max(left, tonumber(lease)) or left, nil, since)
 		return {-1 - left, '', h}
 	end
-	if h then leave(q, l, h) end
+	if h then
+		leave(q, l, h)
+		if grants(h) then forget(KEYS[1], h) end -- (a place a release may grant, that won by its attempt)
+	end
 	return nil
 end
 `

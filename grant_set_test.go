@@ -1,0 +1,117 @@
+package redlock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSetGrantScripts: a release that grants a set's place the key it
+// releases grants the set's other keys too, in the same script, where
+// each is free with the set first in its queue (wire's grantRest), on a
+// real redis-server: their notices come before the released key's, each
+// naming the set's last look; nothing else is granted where one of them
+// is held or has another waiter first; the keys the set's looks keep for
+// this go with its place.
+func TestSetGrantScripts(t *testing.T) {
+	rc, run := scriptNode(t)
+	ctx := t.Context()
+	const lease, ttl = time.Minute, time.Minute
+	a, b, c := "redlock:{s}:a", "redlock:{s}:b", "redlock:{s}:c"
+	set := []string{a, b, c}
+	look := func(id string, ticket, seq int64) any {
+		o := wire.NewOp(wire.OpQueue, a, "", "", 0)
+		o.Keys, o.Mode = set, wire.ModeSet
+		o.Place, o.Wake, o.Seq = &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
+		return run(o)
+	}
+	oneLook := func(key, id string, ticket int64) any {
+		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
+		o.Place, o.Wake = &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:"
+		return run(o)
+	}
+	acquire := func(key, token string) any { return run(wire.NewOp(wire.OpAcquire, key, token, token, ttl)) }
+	release := func(key, token string) any {
+		o := wire.NewOp(wire.OpRelease, key, token, "", 0)
+		o.Wake = "redlock:wake:"
+		return run(o)
+	}
+	sub := rc.Subscribe(ctx, "redlock:wake:s", "redlock:wake:d")
+	t.Cleanup(func() { _ = sub.Close() })
+	for range 2 {
+		_, err := sub.Receive(ctx)
+		require.NoError(t, err)
+	}
+	notice := func() string {
+		m, err := sub.ReceiveMessage(ctx)
+		require.NoError(t, err)
+		return m.Channel + " " + m.Payload
+	}
+	granted := func(k, id string) bool {
+		v := rc.Get(ctx, k).Val()
+		return v == id || len(v) > len(id) && v[:len(id)+1] == id+"\x00"
+	}
+	none := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			require.Zero(t, rc.Exists(ctx, k).Val(), "%s left", k)
+		}
+	}
+
+	// Free keys, the set first on each: granted with the released one.
+	require.Equal(t, int64(1), acquire(a, "ha"))
+	look("s.wis1", 100, 4)
+	for _, k := range set {
+		require.Equal(t, a+"\x00"+b+"\x00"+c+"\x00", rc.Get(ctx, k+":set:s.wis1").Val(), "its look keeps its keys at each")
+	}
+	require.Equal(t, []any{int64(1), "s.wis1"}, release(a, "ha"))
+	for _, k := range set {
+		require.True(t, granted(k, "s.wis1"), "%s not granted to the set", k)
+		require.InDelta(t, lease.Milliseconds(), rc.PTTL(ctx, k).Val().Milliseconds(), 2000, "%s granted until the place's lapse", k)
+	}
+	require.Equal(t, "redlock:wake:s "+b+"\x00"+wire.LetIn+"4\x00s.wis1", notice(), "the other keys' notices first")
+	require.Equal(t, "redlock:wake:s "+c+"\x00"+wire.LetIn+"4\x00s.wis1", notice())
+	require.Equal(t, "redlock:wake:s "+a+"\x00"+wire.LetIn+"4\x00s.wis1", notice())
+	for _, k := range set {
+		none(k+":queue", k+":lease", k+":seq", k+":set:s.wis1")
+	}
+	require.Equal(t, int64(1), release(a, "s.wis1")) // (the set's Unlock, by its place's ID)
+	require.Equal(t, int64(1), release(b, "s.wis1"))
+	require.Equal(t, int64(1), release(c, "s.wis1"))
+
+	// c held by another token: a is granted alone; b stays free.
+	require.Equal(t, int64(1), acquire(a, "ha"))
+	require.Equal(t, int64(1), acquire(c, "hc"))
+	look("s.wis2", 200, 7)
+	require.Equal(t, []any{int64(1), "s.wis2"}, release(a, "ha"))
+	require.Equal(t, "redlock:wake:s "+a+"\x00"+wire.LetIn+"7\x00s.wis2", notice())
+	require.True(t, granted(a, "s.wis2"))
+	require.False(t, granted(b, "s.wis2"), "b granted while c is held")
+	require.Equal(t, "hc", rc.Get(ctx, c).Val()[:2])
+	none(a + ":set:s.wis2")
+	require.NotZero(t, rc.Exists(ctx, b+":set:s.wis2").Val(), "kept where its place waits")
+	look("s.wis2", 0, 0) // it leaves: what its looks kept goes
+	for _, k := range set {
+		none(k+":seq", k+":set:s.wis2")
+	}
+	require.Equal(t, int64(1), release(a, "s.wis2"))
+	require.Equal(t, int64(1), release(c, "hc"))
+	for _, k := range set {
+		none(k, k+":queue", k+":lease", k+":seq")
+	}
+
+	// Another waiter first on b (woken, its attempt on its way): a is
+	// granted alone.
+	require.Equal(t, int64(1), acquire(a, "ha"))
+	require.Equal(t, int64(1), acquire(b, "hb"))
+	oneLook(b, "d.1", 50)
+	look("s.wis3", 300, 2)
+	require.Equal(t, []any{int64(1), "d.1"}, release(b, "hb"))
+	require.Equal(t, "redlock:wake:d "+b+"\x00hb\x00d.1", notice())
+	require.Equal(t, []any{int64(1), "s.wis3"}, release(a, "ha"))
+	require.Equal(t, "redlock:wake:s "+a+"\x00"+wire.LetIn+"2\x00s.wis3", notice())
+	require.False(t, granted(b, "s.wis3"), "b granted to the set while d.1 is first there")
+	require.False(t, granted(c, "s.wis3"), "c granted while b is not")
+}
