@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -20,8 +21,10 @@ type Listing struct {
 	// failed: a key held only there is not listed (the keys listed still
 	// show what that node holds, if it answered their inspection).
 	ScanErrors []error
-	// Truncated reports that more keys matched than the limit: Keys is
-	// then the first limit of them in sort order among those read.
+	// Truncated reports that more keys may match than Keys lists: more
+	// matched than the limit (Keys is then the first limit of them in sort
+	// order among those read), or a node's scan stopped at its cap of
+	// Redis keys (see scanAll) before it had read them all.
 	Truncated bool
 }
 
@@ -55,8 +58,9 @@ func (c *Client) List(ctx context.Context, pattern string, limit int) (*Listing,
 	if err := c.checkOpen(); err != nil {
 		return nil, err
 	}
-	found, scanErrs := c.scanAll(ctx, c.cfg.prefix+"{"+pattern+"}*", limit)
+	found, capped, scanErrs := c.scanAll(ctx, c.cfg.prefix+"{"+pattern+"}*", limit)
 	keys, truncated := c.lockKeys(found, limit)
+	truncated = truncated || capped
 	states := make([]*KeyState, 0, len(keys))
 	for batch := range slices.Chunk(keys, listBatch) {
 		s, err := c.inspect(ctx, batch, "")
@@ -76,11 +80,17 @@ type scanner interface {
 // errNoScan: a node that cannot list its keys (not a go-redis client).
 var errNoScan = errors.New("this node cannot list its keys")
 
-// scanAll scans every node at once and returns every Redis key found, and
-// an error for each node whose scan failed.
-func (c *Client) scanAll(ctx context.Context, match string, limit int) ([]string, []error) {
+// scanAll scans every node at once and returns every Redis key found,
+// whether a node's scan stopped at its cap (limit > 0) before the end, and
+// an error for each node whose scan failed. The cap is five Redis keys per
+// lock key asked for: a lock may have more beside it (its queue's two, a
+// fence counter, readers, look numbers, and a list per waiting set), so a
+// node may reach it with fewer than limit locks read, and the listing is
+// then reported truncated.
+func (c *Client) scanAll(ctx context.Context, match string, limit int) ([]string, bool, []error) {
 	found := make([][]string, len(c.nodes))
 	errs := make([]error, len(c.nodes))
+	var capped atomic.Bool
 	var g errgroup.Group
 	for i, nd := range c.nodes {
 		g.Go(func() error {
@@ -89,10 +99,11 @@ func (c *Client) scanAll(ctx context.Context, match string, limit int) ([]string
 				errs[i] = fmt.Errorf("%s: %w", nd.Name(), errNoScan)
 				return nil
 			}
-			// A node returns a limit of lock keys once it has that many Redis
-			// keys, or five times that: a lock has up to four beside it.
 			keys, err := s.Scan(ctx, match, 5*limit, listScanTimeout)
 			found[i] = keys
+			if limit > 0 && len(keys) > 5*limit {
+				capped.Store(true) // (Scan stops once it has more than its limit)
+			}
 			if err != nil {
 				errs[i] = fmt.Errorf("%s: scan: %w", nd.Name(), err)
 			}
@@ -100,7 +111,7 @@ func (c *Client) scanAll(ctx context.Context, match string, limit int) ([]string
 		})
 	}
 	_ = g.Wait()
-	return slices.Concat(found...), slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	return slices.Concat(found...), capped.Load(), slices.DeleteFunc(errs, func(err error) bool { return err == nil })
 }
 
 // lockKeys turns Redis keys into the lock keys they belong to (a queue's,

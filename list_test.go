@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -44,4 +45,38 @@ func TestLockKeys(t *testing.T) {
 	keys, truncated = c.lockKeys(found, 2)
 	require.Equal(t, []string{"a", "b"}, keys)
 	require.True(t, truncated)
+}
+
+// scanningFake is a fake node that lists keys as nodeio's Scan does: it
+// stops once it has more than limit of them.
+type scanningFake struct {
+	*fakeNode
+	keys []string
+}
+
+func (n scanningFake) Scan(_ context.Context, _ string, limit int, _ time.Duration) ([]string, error) {
+	if limit > 0 && len(n.keys) > limit {
+		return n.keys[:limit+1], nil
+	}
+	return n.keys, nil
+}
+
+// TestListCappedScan: a node's scan stops at five Redis keys per lock key
+// asked for; one lock with more beside it (its queue, look numbers, the
+// lists of two waiting sets) fills the cap, and the lock after it is not
+// read. The listing says it may be incomplete, where it said nothing.
+func TestListCappedScan(t *testing.T) {
+	x := "redlock:{x}"
+	n := scanningFake{newFakeNodes(1)[0], []string{x, x + ":queue", x + ":lease", x + ":seq", x + ":set:c.wis1", x + ":set:c.wis2", "redlock:{y}"}}
+	c, err := newClient([]node{n}, []Option{WithAnyNodeCount()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	l, err := c.List(t.Context(), "*", 1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, l.Keys)
+	require.True(t, l.Truncated, "y never read, and the listing did not say so")
+	l, err = c.List(t.Context(), "*", 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x", "y"}, l.Keys)
+	require.False(t, l.Truncated)
 }

@@ -148,6 +148,6 @@ func printLs(w io.Writer, rep lsReport) {
 		fmt.Fprintln(w, "no locks")
 	}
 	if rep.Truncated {
-		fmt.Fprintln(w, "(more keys matched than --limit)")
+		fmt.Fprintln(w, "(more keys may match: raise --limit)")
 	}
 }
