@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -210,11 +211,24 @@ func TestPlaceReleasedFirstWakesNext(t *testing.T) {
 // on the subscription, and the look's answer on another connection) waits
 // for them and holds by its place's ID, rather than attempt and take the
 // grants with a token of its own, one round more (TestWriterGrantedByRelease
-// on real redis-servers, once under load).
+// on real redis-servers, once under load). The test follows the waiter's
+// next look, whenever its schedule puts it (a third of its lease, or
+// sooner: under -race beside a CPU hog it came a millisecond after the
+// release, and a test that slept a third of a lease found it held by its
+// attempt), and checks it half a millisecond later.
 func TestLookBeforeGrantNoticeWaitsForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(3)
-		l, _, got := heldAndAwaited(t, fakes) // the waiter asleep until its next look
+		var armed atomic.Bool
+		var looks atomic.Int32
+		for _, f := range fakes {
+			f.ran = func(o *wire.Op) {
+				if armed.Load() && o.Kind == wire.OpQueue {
+					looks.Add(1)
+				}
+			}
+		}
+		l, _, got := heldAndAwaited(t, fakes)
 		gate := make(chan struct{})
 		for _, f := range fakes {
 			f.mu.Lock()
@@ -224,10 +238,15 @@ func TestLookBeforeGrantNoticeWaitsForIt(t *testing.T) {
 		unlocked := make(chan error)
 		go func() { unlocked <- l.Unlock(t.Context()) }()
 		synctest.Wait() // each node granted the waiter's place; the notices wait
-		// The waiter's next look, a third of its lease after it slept,
-		// finds the grants; it waits a millisecond for their notices
-		// (twice the look's round trip, here none).
-		time.Sleep(defaultWaiterLease/3 + 500*time.Microsecond)
+		armed.Store(true)
+		// The waiter's next look finds the grants; it then waits a
+		// millisecond for their notices (twice the look's round trip,
+		// here none) before it attempts.
+		for looks.Load() < 2 { // (a majority of 3 answered: the look is decided)
+			time.Sleep(50 * time.Microsecond)
+			synctest.Wait()
+		}
+		time.Sleep(500 * time.Microsecond)
 		synctest.Wait()
 		select {
 		case w := <-got:
