@@ -38,17 +38,7 @@ func TestSetGrantScripts(t *testing.T) {
 		o.Wake = "redlock:wake:"
 		return run(o)
 	}
-	sub := rc.Subscribe(ctx, "redlock:wake:s", "redlock:wake:d")
-	t.Cleanup(func() { _ = sub.Close() })
-	for range 2 {
-		_, err := sub.Receive(ctx)
-		require.NoError(t, err)
-	}
-	notice := func() string {
-		m, err := sub.ReceiveMessage(ctx)
-		require.NoError(t, err)
-		return m.Channel + " " + m.Payload
-	}
+	notice := noticesOn(t, rc, "redlock:wake:s", "redlock:wake:d")
 	granted := func(k, id string) bool {
 		v := rc.Get(ctx, k).Val()
 		return v == id || len(v) > len(id) && v[:len(id)+1] == id+"\x00"

@@ -43,17 +43,7 @@ func TestGrantScripts(t *testing.T) {
 	}
 	get := func() string { return rc.Get(ctx, key).Val() }
 	queue := func() []string { return rc.ZRange(ctx, key+":queue", 0, -1).Val() }
-	sub := rc.Subscribe(ctx, "redlock:wake:c", "redlock:wake:d")
-	t.Cleanup(func() { _ = sub.Close() })
-	for range 2 {
-		_, err := sub.Receive(ctx)
-		require.NoError(t, err)
-	}
-	notice := func() string {
-		m, err := sub.ReceiveMessage(ctx)
-		require.NoError(t, err)
-		return m.Channel + " " + m.Payload
-	}
+	notice := noticesOn(t, rc, "redlock:wake:c", "redlock:wake:d")
 
 	require.Equal(t, int64(1), acquire("htok", nil))
 	look("c.wi1", 100, 6, lease)

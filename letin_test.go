@@ -45,12 +45,7 @@ func TestLetInScripts(t *testing.T) {
 	require.Greater(t, rc.PTTL(ctx, key+":seq").Val(), 55*time.Second, "the looks' numbers expire with their places")
 	lapse1, lapse3 := score(key+":lease", "c.ri1"), score(key+":lease", "c.ri3")
 
-	sub := rc.Subscribe(ctx, "redlock:wake:c", "redlock:wake:d")
-	t.Cleanup(func() { _ = sub.Close() })
-	for range 2 {
-		_, err := sub.Receive(ctx)
-		require.NoError(t, err)
-	}
+	notice := noticesOn(t, rc, "redlock:wake:c", "redlock:wake:d")
 	require.Equal(t, []any{int64(1), "c.ri1"}, release(wire.ModeWrite, "wtok"))
 
 	require.Equal(t, lapse1, score(key+":readers", "c.ri1"), "let in until its place's lapse")
@@ -64,9 +59,7 @@ func TestLetInScripts(t *testing.T) {
 
 	got := map[string]bool{}
 	for range 3 {
-		m, err := sub.ReceiveMessage(ctx)
-		require.NoError(t, err)
-		got[m.Channel+" "+m.Payload] = true
+		got[notice()] = true
 	}
 	require.Equal(t, map[string]bool{
 		"redlock:wake:c " + key + "\x00" + wire.LetIn + "7\x00c.ri1": true,

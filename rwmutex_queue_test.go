@@ -198,3 +198,20 @@ func scriptNode(t *testing.T) (*redis.Client, func(o *wire.Op) any) {
 		return v
 	}
 }
+
+// noticesOn subscribes to channels on the script node rc (confirmed before
+// it returns) and returns the next notice's channel and payload, joined by
+// a space, at each call.
+func noticesOn(t *testing.T, rc *redis.Client, channels ...string) func() string {
+	sub := rc.Subscribe(t.Context(), channels...)
+	t.Cleanup(func() { _ = sub.Close() })
+	for range channels {
+		_, err := sub.Receive(t.Context())
+		require.NoError(t, err)
+	}
+	return func() string {
+		m, err := sub.ReceiveMessage(t.Context())
+		require.NoError(t, err)
+		return m.Channel + " " + m.Payload
+	}
+}

@@ -289,7 +289,7 @@ end
 // whose place reached the node after the grant (so first there now)
 // stops the renewal, and has the key within a lease: two sets each
 // granted a key of the other's wait no longer than that.
-var queueMultiSrc = queueLua + grantedLua + `
+var queueMultiSrc = queueLua + `
 local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
 local seq = not leaving and ARGV[5] -- a set a release may grant its keys: its look's number

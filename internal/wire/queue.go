@@ -54,7 +54,9 @@ package wire
 // deletes it, for 0),
 // keyFree reads a key as free when it is absent or Reserved, wake tells a
 // waiter's Client that the waiter is first and the key free (and, with
-// since, also in the name of that release). A waiter ID is
+// since, also in the name of that release), grantedTo (grantedLua) reads
+// a key as granted to a place, grantRest grants a set the keys beside the
+// one released where each is free with the set first. A waiter ID is
 // its Client's ID, '.', and a number; each Client listens on one channel,
 // the wake prefix (by default "redlock:wake:") followed by its ID, so a
 // release reaches only the process whose waiter is first.
@@ -108,7 +110,7 @@ end
 `
 
 // queueFnsLua is queueLua but for now(), which must be defined before it.
-const queueFnsLua = markLua + `
+const queueFnsLua = markLua + grantedLua + `
 local function mark(k, v) -- k's value v, if a holder's: marked, since its queue has a place
 	if v and string.byte(v) ~= 0 and not marked(v) then redis.call('SET', k, addMark(v), 'KEEPTTL') end
 end
@@ -191,7 +193,7 @@ local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, 
 			local q, l = qkeys(o)
 			local h, left = head(q, l, t)
 			local v = redis.call('GET', o)
-			local ours = v and (v == x or string.sub(v, 1, #x + 1) == x .. '\0')
+			local ours = grantedTo(v, x)
 			if v and string.byte(v) ~= 0 and not ours then return end -- held: the set waits on
 			if h ~= x and not ours then return end -- not first there: the queue decides
 			if h == x then rest[#rest + 1] = {o, q, l, left} end -- (granted before and back in line: granted again, naming a later look)
