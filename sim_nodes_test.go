@@ -62,13 +62,15 @@ func (s *simRun) ran(i int) func(*wire.Op) {
 // (a read-write lock's readers) or none (a wait queue's places: the lease
 // of each, by node time, has run out), or a key reserved for its queue
 // (wire.Reserved), or granted to a place by a release (its waiter, cut
-// off, could not release it: simulator seed 7890), that expires no later
-// than such a place.
+// off, could not release it: simulator seed 7890), or a waiting set's list
+// of its keys (KEY:set:PLACE, written by its looks for as long as the place
+// lives: seed 525, a place gone from the queue before its list), that
+// expires no later than such a place.
 func (s *simRun) coolingDown(f *fakeNode, k string) bool {
 	var tokens []string
 	v, ok := f.value(k)
 	token, _, _ := strings.Cut(v, "\x00")
-	if ok && (wire.IsReserved(v) || isGrantee(token)) {
+	if ok && (wire.IsReserved(v) || isGrantee(token) || strings.Contains(k, "}:set:")) {
 		pttl, _ := f.mem.Do("PTTL", k).(int64)
 		if s.nodeMs(f)+pttl <= s.placesLapsed(f) {
 			return true

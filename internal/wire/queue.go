@@ -173,7 +173,7 @@ end
 local function admitted(prefix, q, l, x, k) -- place x leaves, and its Client is told it is in, naming its look
 	leave(q, l, x)
 	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set the lapse, or one before it
-	if n then forget(k, x) end
+	if n then forget(k, x) elseif isSet(x) then redis.call('DEL', k .. ':set:' .. x) end -- (its :seq key may have lapsed between looks)
 	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
 local function grant(prefix, q, l, x, left, k) -- writer x takes the free key k, until its place's lapse
