@@ -97,7 +97,10 @@ type NodeResult struct {
 	Node string // the node's address, or "node N" for clients without one
 	// Err is nil when the node agreed. Otherwise it is ErrHeld (another
 	// token holds the key there), ErrQueued, ErrNoKey, ErrNodeRestarted, an error for
-	// no reply in time, or the node's own error.
+	// no reply in time, or the node's own error. In the acquire event of
+	// a lock let in (Event.LetIn), nil is a node whose grant counts,
+	// ErrQueued one that has not granted it (yet), and ErrNodeRestarted
+	// one whose grant the restart guard does not count.
 	Err     error
 	Latency time.Duration // in events: from the start of the round to the node's answer; 0 without one
 }

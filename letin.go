@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -62,6 +63,11 @@ import (
 //   - No grant with the hand-over inside one Client. An Unlock that sends
 //     its next waiter's attempt behind its release tells the nodes
 //     (Op.WakeOnly), which then wake the waiter as before.
+
+// errAdmissionUncounted is a node's reason in a let-in's acquire event
+// (letInNodes) where its grant came but does not count: it named a look
+// the waiter no longer keeps, or came after the waiter attempted.
+var errAdmissionUncounted = errors.New("redlock: granted by a release, but not counted")
 
 // admission is a let-in waiter's record of its looks and admissions
 // (a granted writer's: grants), guarded by the handoff's mu. sends is nil
@@ -328,12 +334,12 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 	if w == nil || w.sends == nil {
 		return nil
 	}
-	l := c.letInLock(t, lc, w)
+	l, a := c.letInLock(t, lc, w)
 	if l == nil {
 		return nil
 	}
 	if c.observing() {
-		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: l.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity()})
+		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: l.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity(), Nodes: c.letInNodes(a)})
 	}
 	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
 		if err := l.extend(ctx, ttl); err != nil {
@@ -358,8 +364,9 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 }
 
 // letInLock returns the lock w's admissions make, if they count on a
-// majority with validity left, and notes that w took it.
-func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
+// majority with validity left, with those admissions, and notes that w
+// took it.
+func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) (*Lock, admits) {
 	// A let-in lives until its place's lapse: a lease from the send of the
 	// look it names; the lock claims no more than its TTL of that.
 	d := min(c.cfg.lease, lc.ttl)
@@ -373,7 +380,7 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 		if isGrantee(w.ID) {
 			w.attempted = true // the caller attempts next
 		}
-		return nil
+		return nil, admits{}
 	}
 	w.took = true
 	if t.slots != nil {
@@ -384,5 +391,28 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) *Lock {
 		l.nodes[i].granted = a.admitted&(1<<i) != 0
 	}
 	l.noteEnd()
-	return l
+	return l, a
+}
+
+// letInNodes describes a let-in's admissions a for its acquire event, in
+// node order: nil where a node's admission counts; ErrNodeRestarted where
+// the node let it in but the restart guard does not count the node
+// (countsFrom); errAdmissionUncounted where it named a look the waiter
+// no longer keeps; ErrQueued where the node has not let it in (yet): its
+// place waits there.
+func (c *Client) letInNodes(a admits) []NodeResult {
+	rs := make([]NodeResult, len(c.nodes))
+	for i, n := range c.nodes {
+		rs[i].Node = n.Name()
+		switch bit := uint64(1) << i; {
+		case a.counted&bit != 0:
+		case a.admitted&bit == 0:
+			rs[i].Err = ErrQueued
+		case !c.hand.countsFrom(i):
+			rs[i].Err = ErrNodeRestarted
+		default:
+			rs[i].Err = errAdmissionUncounted
+		}
+	}
+	return rs
 }

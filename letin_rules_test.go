@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
+	"github.com/stretchr/testify/require"
 )
 
 // The Client's rules for a reader let in by a writer's release, and a
@@ -158,6 +160,18 @@ func TestLetInAfterUnseenRestart(t *testing.T) {
 	}
 }
 
+// grantWaiter is a mutex's Lock waiting for k in a Client over 5 fake
+// nodes, which knows every node's process, and the number of its look.
+func grantWaiter(t *testing.T, opts ...Option) (*Client, target, *lockConfig, *waiter, string) {
+	c := newTestClient(t, newFakeNodes(5), opts...)
+	tg := target{key: "k", rkey: c.redisKey("k"), mode: wire.ModeMutex}
+	lc := &lockConfig{ttl: time.Minute}
+	w := c.hand.join(tg, lc)
+	t.Cleanup(func() { c.hand.leave(w, nil) })
+	heardAll(c)
+	return c, tg, lc, w, strconv.FormatInt(c.hand.numberLook(w, time.Now()), 10)
+}
+
 // grantAfterAttemptBroken: a writer waiting for k is granted the key by
 // node 0's release, then attempts (its notices too few): the attempt's
 // gate may reserve node 0's key for another waiter, or take it and its
@@ -167,13 +181,7 @@ func TestLetInAfterUnseenRestart(t *testing.T) {
 func grantAfterAttemptBroken(t *testing.T) string {
 	var broken string
 	synctest.Test(t, func(t *testing.T) {
-		c := newTestClient(t, newFakeNodes(5))
-		tg := target{key: "k", rkey: c.redisKey("k"), mode: wire.ModeMutex}
-		lc := &lockConfig{ttl: time.Minute}
-		w := c.hand.join(tg, lc)
-		defer c.hand.leave(w, nil)
-		heardAll(c)
-		n := strconv.FormatInt(c.hand.numberLook(w, time.Now()), 10)
+		c, tg, lc, w, n := grantWaiter(t)
 		c.hand.letInNotice(0, tg.rkey, w.ID, n)
 		if l := c.takeLetIn(t.Context(), tg, lc, w, 1); l != nil {
 			broken = "held by one grant of five"
@@ -241,4 +249,44 @@ func TestLetInMutantsCaught(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLetInEventNodes: a let-in's acquire event says what each node did.
+// Nodes 0, 1 and 3 granted the waiter the key and count; node 2 granted
+// it after its subscription reconnected, before a look let the restart
+// guard judge its process, so it does not count; node 4 has not granted
+// it.
+func TestLetInEventNodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var acquires []Event
+		c, tg, lc, w, n := grantWaiter(t, WithObserver(func(e Event) {
+			if e.Kind == EventAcquire {
+				mu.Lock()
+				acquires = append(acquires, e)
+				mu.Unlock()
+			}
+		}))
+		c.hand.subscribed(2)
+		for _, i := range []int{0, 1, 2, 3} {
+			c.hand.letInNotice(i, tg.rkey, w.ID, n)
+		}
+		l := c.takeLetIn(t.Context(), tg, lc, w, 1)
+		require.NotNil(t, l, "granted on a majority that counts")
+		defer func() { _ = l.Unlock(context.Background()) }()
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, acquires, 1)
+		e := acquires[0]
+		require.True(t, e.LetIn)
+		require.Len(t, e.Nodes, 5)
+		want := []error{nil, nil, ErrNodeRestarted, nil, ErrQueued}
+		for i, r := range e.Nodes {
+			require.Equal(t, c.nodes[i].Name(), r.Node)
+			require.ErrorIs(t, r.Err, want[i], "node %d", i)
+			if want[i] == nil {
+				require.NoError(t, r.Err, "node %d", i)
+			}
+		}
+	})
 }

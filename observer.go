@@ -79,7 +79,7 @@ type Event struct {
 	Validity time.Duration // a successful EventAcquire or EventExtend: the validity left
 	Held     time.Duration // a successful EventRelease, EventEnd: time since the lock was acquired
 	Err      error         // why the round failed, or why the lock ended
-	Nodes    []NodeResult  // round events: every node asked, in node order
+	Nodes    []NodeResult  // round events: every node asked, in node order; a LetIn acquire's: every node's grant (see NodeResult)
 }
 
 // observing reports whether any observer is set.
