@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"math/bits"
 	"slices"
 	"strconv"
@@ -63,11 +62,6 @@ import (
 //   - No grant with the hand-over inside one Client. An Unlock that sends
 //     its next waiter's attempt behind its release tells the nodes
 //     (Op.WakeOnly), which then wake the waiter as before.
-
-// errAdmissionUncounted is a node's reason in a let-in's acquire event
-// (letInNodes) where its grant came but does not count: it named a look
-// the waiter no longer keeps, or came after the waiter attempted.
-var errAdmissionUncounted = errors.New("redlock: granted by a release, but not counted")
 
 // admission is a let-in waiter's record of its looks and admissions
 // (a granted writer's: grants), guarded by the handoff's mu. sends is nil
@@ -392,27 +386,4 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) (*Lock, admits) 
 	}
 	l.noteEnd()
 	return l, a
-}
-
-// letInNodes describes a let-in's admissions a for its acquire event, in
-// node order: nil where a node's admission counts; ErrNodeRestarted where
-// the node let it in but the restart guard does not count the node
-// (countsFrom); errAdmissionUncounted where it named a look the waiter
-// no longer keeps; ErrQueued where the node has not let it in (yet): its
-// place waits there.
-func (c *Client) letInNodes(a admits) []NodeResult {
-	rs := make([]NodeResult, len(c.nodes))
-	for i, n := range c.nodes {
-		rs[i].Node = n.Name()
-		switch bit := uint64(1) << i; {
-		case a.counted&bit != 0:
-		case a.admitted&bit == 0:
-			rs[i].Err = ErrQueued
-		case !c.hand.countsFrom(i):
-			rs[i].Err = ErrNodeRestarted
-		default:
-			rs[i].Err = errAdmissionUncounted
-		}
-	}
-	return rs
 }

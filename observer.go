@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
@@ -98,6 +99,34 @@ func nodeResults(nodes []node, r *round) []NodeResult {
 		rs[i] = NodeResult{Node: nodes[i].Name(), Err: reason(res)}
 		if r.latency != nil {
 			rs[i].Latency = r.latency[i]
+		}
+	}
+	return rs
+}
+
+// errAdmissionUncounted is a node's reason in a let-in's acquire event
+// (letInNodes) where its grant came but does not count: it named a look
+// the waiter no longer keeps, or came after the waiter attempted.
+var errAdmissionUncounted = errors.New("redlock: granted by a release, but not counted")
+
+// letInNodes describes a let-in's admissions a for its acquire event, in
+// node order: nil where a node's admission counts; ErrNodeRestarted where
+// the node let it in but the restart guard does not count the node
+// (countsFrom); errAdmissionUncounted where it named a look the waiter
+// no longer keeps; ErrQueued where the node has not let it in (yet): its
+// place waits there.
+func (c *Client) letInNodes(a admits) []NodeResult {
+	rs := make([]NodeResult, len(c.nodes))
+	for i, n := range c.nodes {
+		rs[i].Node = n.Name()
+		switch bit := uint64(1) << i; {
+		case a.counted&bit != 0:
+		case a.admitted&bit == 0:
+			rs[i].Err = ErrQueued
+		case !c.hand.countsFrom(i):
+			rs[i].Err = ErrNodeRestarted
+		default:
+			rs[i].Err = errAdmissionUncounted
 		}
 	}
 	return rs
