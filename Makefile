@@ -33,6 +33,7 @@ test: redis-server
 STATICCHECK_VERSION = v0.8.2
 STATICCHECK = $(CURDIR)/.bin/staticcheck
 lint:
+	$(GO) run .ci/sizes.go
 	GOBIN=$(CURDIR)/.bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags redlock_mutants ./...
