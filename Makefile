@@ -25,7 +25,7 @@ test: redis-server
 	$(GO) test -race -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=1000 .
 	$(GO) test -count=1 -run 'TestSimulation$$' -sim.seeds=300 -sim.first=500001 -sim.perkey .
-	$(GO) test -count=1 -tags redlock_mutants -run 'TestSimulationMutants|TestLetInMutantsCaught' .
+	$(GO) test -count=1 -tags redlock_mutants -run 'TestSimulationMutants|MutantsCaught' .
 
 # staticcheck (honnef.co/go/tools, pinned) on every module of go.work,
 # also with the build tags some files need; .ci/run runs it before the

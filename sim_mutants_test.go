@@ -109,7 +109,10 @@ const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1
 // proclaim round).
 var mutants = []mutant{
 	{name: "drift left out of the validity", code: mutDriftLeftOut},
-	{name: "validity counted from the majority's reply, not the send", code: mutValidityFromReply},
+	// Validity counted from the majority's reply, not the send
+	// (mutValidityFromReply): caught at seeds 17 to 78 on a quiet machine,
+	// not in 300 beside a CPU hog (CI, 2026-11-29), since most hand-offs
+	// are grants by release; TestValidityMutantsCaught builds its schedule.
 	{name: "calls dropped when the caller cancels after a majority (stop 23's bug)", code: mutCallsAttached},
 	{name: "Leader overlooks the announcement it read", code: mutLeaderBlind},
 	{name: "Observe hands over its first leader and no newer one", code: mutObserveStuck},
