@@ -15,7 +15,9 @@ import (
 // does for a let-in's): a lock is valid until its acquire's send plus the
 // TTL, less the drift, never from the replies. The simulator catches its
 // mutant (mutValidityFromReply) only now and then: at seeds 17 to 78 on a
-// quiet machine, and not in 300 beside a CPU hog (docs/testing.md).
+// quiet machine, and not in 300 beside a CPU hog (docs/testing.md). So
+// TestCodeMutantsCaught runs this schedule under the mutant, and another
+// such (lateWinnerBroken).
 
 // slowReplies is a node that runs each acquire as it arrives and whose
 // reply then takes pause to come back: a key's TTL runs from about the
@@ -77,17 +79,29 @@ func TestValidityFromTheSend(t *testing.T) {
 	}
 }
 
-// TestValidityMutantsCaught: the schedule above catches the validity's
-// mutant, in a build with -tags redlock_mutants (make test).
-func TestValidityMutantsCaught(t *testing.T) {
+// TestCodeMutantsCaught: each schedule catches its mutant of the
+// library's code, which the simulator catches only now and then, in a
+// build with -tags redlock_mutants (make test).
+func TestCodeMutantsCaught(t *testing.T) {
 	if !mutantsBuilt {
 		t.Skip("the mutants exist with -tags redlock_mutants (make test)")
 	}
-	activeMutants.Store(uint32(mutValidityFromReply))
-	defer activeMutants.Store(0)
-	if b := validityFromReplyBroken(t); b == "" {
-		t.Fatal("validity counted from the majority's reply: not caught")
-	} else {
-		t.Log("caught:", b)
+	for _, m := range []struct {
+		name     string
+		code     codeMutant
+		schedule func(*testing.T) string
+	}{
+		{"validity counted from the majority's reply, not the send", mutValidityFromReply, validityFromReplyBroken},
+		{"a failed attempt's late grants given back without a notice (92fe7ff's bug)", mutSilentTakeBack, lateWinnerBroken},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			activeMutants.Store(uint32(m.code))
+			defer activeMutants.Store(0)
+			if b := m.schedule(t); b == "" {
+				t.Fatal("not caught")
+			} else {
+				t.Log("caught:", b)
+			}
+		})
 	}
 }
