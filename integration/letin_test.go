@@ -97,6 +97,7 @@ func TestReaderLetInByRelease(t *testing.T) {
 		if !e.LetIn || e.Validity > time.Second {
 			t.Errorf("an acquisition not let in, or valid for more than a lease at first: %+v", e)
 		}
+		checkLetInNodes(t, e, len(nodes))
 	}
 	mu.Unlock()
 	for _, r := range held {
@@ -199,6 +200,7 @@ func TestWriterGrantedByRelease(t *testing.T) {
 		if !e.LetIn || e.Validity > time.Second {
 			t.Errorf("an acquisition not granted by a release, or valid for more than a lease at first: %+v", e)
 		}
+		checkLetInNodes(t, e, len(nodes))
 	}
 	mu.Unlock()
 	noKeysLeft(t, nodes, key)
@@ -326,4 +328,24 @@ func heardBy(t *testing.T, nodes []*Node, key string) {
 		}
 		return true
 	})
+}
+
+// checkLetInNodes checks a let-in's acquire event's node list: every
+// node, and a majority of them counted (no error); the others have not
+// granted it yet, or their grants do not count (docs: NodeResult).
+func checkLetInNodes(t *testing.T, e redlock.Event, n int) {
+	t.Helper()
+	if len(e.Nodes) != n {
+		t.Errorf("a let-in's event lists %d nodes, want %d: %+v", len(e.Nodes), n, e.Nodes)
+		return
+	}
+	counted := 0
+	for _, r := range e.Nodes {
+		if r.Err == nil {
+			counted++
+		}
+	}
+	if counted < n/2+1 {
+		t.Errorf("a let-in's event counts %d nodes of %d, fewer than a majority: %+v", counted, n, e.Nodes)
+	}
 }
