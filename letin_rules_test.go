@@ -224,31 +224,14 @@ func TestLetInGuardAndMajority(t *testing.T) {
 
 // TestLetInMutantsCaught: each rule's mutant breaks its schedule.
 func TestLetInMutantsCaught(t *testing.T) {
-	if !mutantsBuilt {
-		t.Skip("the mutants exist with -tags redlock_mutants (make test)")
-	}
-	for _, m := range []struct {
-		name     string
-		code     codeMutant
-		schedule func(*testing.T) string
-	}{
+	requireCaught(t, []scheduledMutant{
 		{"validity from the notices' arrival", mutLetInFromNotice, letInValidityBroken},
 		{"validity from the last look, not the one the node names", mutLetInLastLook, letInValidityBroken},
 		{"admissions counted past a reconnect", mutLetInUnguarded, letInGuardBroken},
 		{"admissions counted from a node that restarted before the subscription", mutLetInUnguarded, letInRestartBroken},
 		{"a minority of admissions holds", mutLetInMinority, letInGuardBroken},
 		{"a writer's grants counted across its attempt", mutGrantAfterAttempt, grantAfterAttemptBroken},
-	} {
-		t.Run(m.name, func(t *testing.T) {
-			activeMutants.Store(uint32(m.code))
-			defer activeMutants.Store(0)
-			if b := m.schedule(t); b == "" {
-				t.Fatal("not caught")
-			} else {
-				t.Log("caught:", b)
-			}
-		})
-	}
+	})
 }
 
 // TestLetInEventNodes: a let-in's acquire event says what each node did.

@@ -83,17 +83,28 @@ func TestValidityFromTheSend(t *testing.T) {
 // library's code, which the simulator catches only now and then, in a
 // build with -tags redlock_mutants (make test).
 func TestCodeMutantsCaught(t *testing.T) {
+	requireCaught(t, []scheduledMutant{
+		{"validity counted from the majority's reply, not the send", mutValidityFromReply, validityFromReplyBroken},
+		{"a failed attempt's late grants given back without a notice (92fe7ff's bug)", mutSilentTakeBack, lateWinnerBroken},
+	})
+}
+
+// scheduledMutant is a mutant of the library's code and a schedule built
+// to break the rule it breaks: the schedule returns what went wrong, ""
+// for nothing.
+type scheduledMutant struct {
+	name     string
+	code     codeMutant
+	schedule func(*testing.T) string
+}
+
+// requireCaught requires each mutant to break its schedule, in a build
+// with -tags redlock_mutants (make test); other builds skip.
+func requireCaught(t *testing.T, ms []scheduledMutant) {
 	if !mutantsBuilt {
 		t.Skip("the mutants exist with -tags redlock_mutants (make test)")
 	}
-	for _, m := range []struct {
-		name     string
-		code     codeMutant
-		schedule func(*testing.T) string
-	}{
-		{"validity counted from the majority's reply, not the send", mutValidityFromReply, validityFromReplyBroken},
-		{"a failed attempt's late grants given back without a notice (92fe7ff's bug)", mutSilentTakeBack, lateWinnerBroken},
-	} {
+	for _, m := range ms {
 		t.Run(m.name, func(t *testing.T) {
 			activeMutants.Store(uint32(m.code))
 			defer activeMutants.Store(0)
