@@ -24,17 +24,22 @@ func (n *Node) zsetAt(key string) (map[string]float64, reply) {
 	return e.zset, nil
 }
 
-// zadd is ZADD key score member [score member …].
+// zadd is ZADD key [NX|XX] [GT|LT] [CH] score member [score member …]
+// (not INCR): GT and LT update a member only to a greater (lesser) score
+// and still add new members; CH counts the members changed, not only
+// those added.
 func (n *Node) zadd(a []string) reply {
-	if len(a)%2 != 1 {
-		return errSyntax
+	key := a[0]
+	f, a, bad := zaddFlags(a[1:])
+	if bad != nil {
+		return bad
 	}
-	z, bad := n.zsetAt(a[0])
+	z, bad := n.zsetAt(key)
 	if bad != nil {
 		return bad
 	}
 	scores := make([]float64, 0, len(a)/2)
-	for i := 1; i < len(a); i += 2 {
+	for i := 0; i < len(a); i += 2 {
 		s, err := strconv.ParseFloat(a[i], 64)
 		if err != nil || math.IsNaN(s) {
 			return Error("ERR value is not a valid float")
@@ -42,17 +47,66 @@ func (n *Node) zadd(a []string) reply {
 		scores = append(scores, s)
 	}
 	if z == nil {
-		z = map[string]float64{}
-		n.keys[a[0]] = &entry{zset: z}
-	}
-	var added int64
-	for i := 1; i < len(a); i += 2 {
-		if _, ok := z[a[i+1]]; !ok {
-			added++
+		if f.xx {
+			return int64(0)
 		}
-		z[a[i+1]] = scores[i/2]
+		z = map[string]float64{}
+		n.keys[key] = &entry{zset: z}
+	}
+	var added, changed int64
+	for i := 0; i < len(a); i += 2 {
+		m, s := a[i+1], scores[i/2]
+		old, ok := z[m]
+		switch {
+		case !ok && f.xx, ok && f.nx, ok && f.gt && s <= old, ok && f.lt && s >= old:
+			continue
+		case !ok:
+			added++
+		case s != old:
+			changed++
+		}
+		z[m] = s
+	}
+	n.dropEmpty(key, z)
+	if f.ch {
+		return added + changed
 	}
 	return added
+}
+
+// zaddOpts are ZADD's options.
+type zaddOpts struct{ nx, xx, gt, lt, ch bool }
+
+// zaddFlags reads ZADD's options off the front of its arguments, and
+// checks what is left: score and member pairs.
+func zaddFlags(a []string) (f zaddOpts, rest []string, bad reply) {
+flags:
+	for len(a) > 0 {
+		switch upper(a[0]) {
+		case "NX":
+			f.nx = true
+		case "XX":
+			f.xx = true
+		case "GT":
+			f.gt = true
+		case "LT":
+			f.lt = true
+		case "CH":
+			f.ch = true
+		default:
+			break flags
+		}
+		a = a[1:]
+	}
+	switch {
+	case len(a) == 0 || len(a)%2 != 0:
+		return f, nil, errSyntax
+	case f.nx && f.xx:
+		return f, nil, Error("ERR XX and NX options at the same time are not compatible")
+	case f.nx && (f.gt || f.lt) || f.gt && f.lt:
+		return f, nil, Error("ERR GT, LT, and/or NX options at the same time are not compatible")
+	}
+	return f, a, nil
 }
 
 // dropEmpty deletes the sorted set at key when it has no members left, as
