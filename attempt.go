@@ -67,8 +67,8 @@ func (c *Client) acquireRequest(a *acquisition) request {
 	switch {
 	case a.lc.fencing && a.takesFence():
 		o.Kind, o.Fence = wire.OpAcquireFenced, c.propose()
-		if o.Place == nil && a.mode == wire.ModeMutex && a.rkeys == nil && !a.uncontended() {
-			o.Place = &wire.NotQueued // keeps it off the uncontended grant, which reads no queue
+		if a.uncontended() && o.Fence != 0 { // a ZADD of 0 would add the counter, as if 0 were taken
+			o.Kind = wire.OpAcquireFencedPlain
 		}
 	case a.plain():
 		o.Kind = wire.OpAcquirePlain
@@ -88,7 +88,7 @@ func (c *Client) settle(ctx context.Context, a *acquisition, o *wire.Op) {
 		a.start = time.Now()
 	}
 	a.won = a.r.tally.won()
-	if a.won && o.Kind == wire.OpAcquireFenced {
+	if a.won && (o.Kind == wire.OpAcquireFenced || o.Kind == wire.OpAcquireFencedPlain) {
 		// A majority that took our proposal holds it already: it is the
 		// token. Otherwise the token is the largest a majority handed out;
 		// written back to a majority, any later majority starts above it.
@@ -118,8 +118,8 @@ func (c *Client) settle(ctx context.Context, a *acquisition, o *wire.Op) {
 func (a *acquisition) plain() bool { return a.uncontended() && !a.lc.fencing }
 
 // uncontended reports whether the acquisition may take a free key
-// without reading its queue, as a plain SET NX does (fenced, inside the
-// script: wire's fastFencedLua): a mutex's fresh token with no place in
+// without reading its queue, as a plain SET NX does (fenced, with a ZADD
+// beside it: wire.OpAcquireFencedPlain): a mutex's fresh token with no place in
 // the queue, and a caller that needs no holder's PTTL from a refusal and
 // never jumps a queue (a semaphore's sweep: semaphores promise that).
 func (a *acquisition) uncontended() bool {
@@ -208,7 +208,7 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 // TestLateWinnerWakesNext).
 func (c *Client) refuse(ctx context.Context, a *acquisition) *QuorumError {
 	created := func(res wire.Result) bool {
-		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == ""
+		return res.Status == wire.StatusOK || res.Status == wire.StatusRefreshed && a.lc.token == "" || res.Kept
 	}
 	won := a.won || a.r.tally.won()
 	takeBack := func() *wire.Op { // an op each: a round encodes its op

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,6 +46,9 @@ type fakeNode struct {
 	// plainOverwrites, a mutant, sends a plain acquire without NX: it
 	// takes the key whoever holds it.
 	plainOverwrites bool
+	// zaddLowers, a mutant, sends a plain fenced acquire's ZADD without
+	// GT: the counter is set to the proposal, lower or not.
+	zaddLowers bool
 	// hold, if set, is called before every op, and may block it: a test
 	// builds its schedule with it. Set it before the node is used.
 	hold func(o *wire.Op)
@@ -183,7 +185,7 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 		t.run()
 	}
 	n.mu.Lock()
-	amnesia, variant, overwrites := n.amnesia, n.variant, n.plainOverwrites
+	amnesia, variant, overwrites, lowers := n.amnesia, n.variant, n.plainOverwrites, n.zaddLowers
 	n.mu.Unlock()
 	if amnesia && wire.IsAcquire(o.Kind) {
 		n.mem.Do(append([]any{"DEL"}, lockKeys(o)...)...)
@@ -194,16 +196,37 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 			args = slicesWith(o.EvalArgs(n.index), 1, src)
 		}
 	}
-	if overwrites && o.Kind == wire.OpAcquirePlain {
+	if overwrites && wire.IsPlain(o.Kind) {
 		args = slices.DeleteFunc(slices.Clone(args), func(a any) bool { return a == "nx" })
 	}
 	r := n.mem.Do(args...)
 	if e, ok := r.(memnode.Error); ok && wire.IsNoScript(e) {
 		r = n.mem.Do(o.EvalArgs(n.index)...)
 	}
+	var res wire.Result
+	if pair := o.Pair(); pair != nil { // as internal/nodeio's lane sends it
+		if lowers {
+			pair = slices.DeleteFunc(slices.Clone(pair), func(a any) bool { return a == "gt" })
+		}
+		again := false
+		if res, again = wire.PlainFenced(o, memCmd(ctx, r), memCmd(ctx, n.mem.Do(pair...))); again {
+			o = o.Regrant()
+			res = o.Decode(memCmd(ctx, n.mem.Do(o.EvalArgs(n.index)...)))
+		}
+	} else {
+		res = o.Decode(memCmd(ctx, r))
+	}
 	if n.ran != nil {
 		n.ran(o)
 	}
+	if wire.TellsRunID(o) {
+		res.RunID = n.mem.RunID()
+	}
+	return res
+}
+
+// memCmd is a memnode reply as go-redis's command would hold it.
+func memCmd(ctx context.Context, r any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
 	switch r := r.(type) {
 	case memnode.Error:
@@ -213,11 +236,7 @@ func (n *fakeNode) do(ctx context.Context, c *nodeio.Call, t turn) wire.Result {
 	default:
 		cmd.SetVal(r)
 	}
-	res := wire.Decode(o.Kind, cmd)
-	if wire.TellsRunID(o) {
-		res.RunID = n.mem.RunID()
-	}
-	return res
+	return cmd
 }
 
 // lockKeys returns the op's lock keys, for amnesia.
@@ -281,59 +300,6 @@ func (n *fakeNode) Watch(channel string, deliver func(channel, payload string), 
 	})
 	ready()
 	return stop
-}
-
-func owns(value, token string) bool {
-	return value == token || strings.HasPrefix(value, token+"\x00")
-}
-
-// set stores value at key with the given TTL (no TTL when ttl < 0; a TTL
-// is kept in whole ms, rounded up, as Redis keeps it).
-func (n *fakeNode) set(key, value string, ttl time.Duration) {
-	if ttl < 0 {
-		n.mem.Do("SET", key, value)
-		return
-	}
-	n.mem.Do("SET", key, value, "PX", max((ttl+time.Millisecond-1).Milliseconds(), 1))
-}
-
-// value returns the string at key, if there is one.
-func (n *fakeNode) value(key string) (string, bool) {
-	v, ok := n.mem.Do("GET", key).(string)
-	return v, ok
-}
-
-// del deletes keys: a key lost, or a lease gone.
-func (n *fakeNode) del(keys ...string) {
-	args := []any{"DEL"}
-	for _, k := range keys {
-		args = append(args, k)
-	}
-	n.mem.Do(args...)
-}
-
-// enqueue puts p in the wait queue of key, as a waiter's look does.
-func (n *fakeNode) enqueue(key string, p *wire.Place) {
-	o := &wire.Op{Kind: wire.OpQueue, Key: key, Place: p}
-	o.Encode()
-	n.mem.Do(o.EvalArgs(n.index)...)
-}
-
-// setLease makes the place id in key's queue lapse d from now.
-func (n *fakeNode) setLease(key, id string, d time.Duration) {
-	n.mem.Do("ZADD", key+":lease", time.Now().Add(d).UnixMilli(), id)
-}
-
-// readers counts the live readers of the read-write lock at key.
-func (n *fakeNode) readers(key string) int64 {
-	c, _ := n.mem.Do("ZCOUNT", key+":readers", fmt.Sprintf("(%d", time.Now().UnixMilli()), "+inf").(int64)
-	return c
-}
-
-func (n *fakeNode) releases() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.releaseErrs)
 }
 
 // restart makes the node a new process that kept nothing: a new run_id and

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -37,7 +38,20 @@ func lenientWriteBack(o *wire.Op) string {
 	return ""
 }
 
-var lenientWriteBackSrc = strings.NewReplacer(
-	"ours = false", "ours = true",
+var lenientWriteBackSrc = mustReplace("lenientWriteBack", (&wire.Op{Kind: wire.OpFenceWrite}).Source(),
+	"if c >= t and not ours then return 0 end", "if c > t then return 0 end",
 	"elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\\0' then\n\t\treturn -1\n", "",
-).Replace((&wire.Op{Kind: wire.OpFenceWrite}).Source())
+)
+
+// mustReplace returns src with each replacement (old, new, …) made once;
+// it panics where old is not in src, so that a changed script cannot leave
+// a variant (what) that changes nothing.
+func mustReplace(what, src string, replacements ...string) string {
+	for i := 0; i < len(replacements); i += 2 {
+		if !strings.Contains(src, replacements[i]) {
+			panic(fmt.Sprintf("%s: %q is not in the script", what, replacements[i]))
+		}
+		src = strings.Replace(src, replacements[i], replacements[i+1], 1)
+	}
+	return src
+}

@@ -215,9 +215,15 @@ func TestFencingBadCounter(t *testing.T) {
 			if !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrNotObtained saying %q", err, tc.want)
 			}
+			// A node's plain SET may have granted the key before its counter
+			// was read: taken back, in the background for a node that
+			// answered after the round was decided. Close waits for it.
+			if err := c.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 			for _, f := range fakes {
 				if _, held := f.value("redlock:{k}"); held {
-					t.Fatal("a node granted the lock despite its bad counter")
+					t.Fatal("a node kept the lock despite its bad counter")
 				}
 			}
 		})

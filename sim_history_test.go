@@ -65,7 +65,7 @@ func (s *simRun) note(i int, o *wire.Op) {
 	if o.Kind == wire.OpRelease && o.TTL > 0 {
 		fmt.Fprintf(&b, " cooldown=%v", o.TTL)
 	}
-	if o.Place != nil && o.Place.ID != "" { // not wire.NotQueued
+	if o.Place != nil && o.Place.ID != "" {
 		fmt.Fprintf(&b, " place=%s ticket=%d", o.Place.ID, o.Place.Ticket)
 	}
 	keys := o.Keys
@@ -97,5 +97,5 @@ func opName(o *wire.Op) string {
 var opNames = map[wire.Kind]string{
 	wire.OpAcquire: "acquire", wire.OpExtend: "extend", wire.OpRelease: "release", wire.OpInspect: "inspect",
 	wire.OpAcquireFenced: "acquire-fenced", wire.OpFenceWrite: "fence-write", wire.OpQueue: "look",
-	wire.OpProclaim: "proclaim", wire.OpAcquirePlain: "acquire-plain",
+	wire.OpProclaim: "proclaim", wire.OpAcquirePlain: "acquire-plain", wire.OpAcquireFencedPlain: "acquire-fenced-plain",
 }

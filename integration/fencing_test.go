@@ -103,7 +103,7 @@ func TestFencingBadCounter(t *testing.T) {
 		set  func(n *Node) error
 		want string
 	}{
-		{"wrong type", func(n *Node) error { return Admin(t, n).HSet(t.Context(), fence, "f", "v").Err() }, "WRONGTYPE"},
+		{"wrong type", func(n *Node) error { return Admin(t, n).HSet(t.Context(), fence, "f", "v").Err() }, "not a whole number"},
 		{"near 2^53", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "9007199254740990", 0).Err() }, "2^53"},
 		{"not a number", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "x", 0).Err() }, "not a whole number"},
 	} {

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -34,6 +35,17 @@ func Admin(t testing.TB, n *Node) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// Counter reads the fence counter of a lock's Redis key rkey on an admin
+// client, as the library's scripts do: the score of "c" in the sorted set
+// rkey+":fence" (0 where there is none).
+func Counter(ctx context.Context, admin *redis.Client, rkey string) (uint64, error) {
+	f, err := admin.ZScore(ctx, rkey+":fence", "c").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return uint64(f), err
 }
 
 // UniqueKey returns a lock key no other test or run uses, and deletes its

@@ -115,7 +115,7 @@ func TestMultiLockScript(t *testing.T) {
 			t.Fatalf("node %d holds %q, want the token at every key", i, got)
 		}
 		for _, k := range keys {
-			f, err := admins[i].Get(ctx, RedisKey(k)+":fence").Uint64()
+			f, err := Counter(ctx, admins[i], RedisKey(k))
 			if err != nil || f != l.Fence() {
 				t.Fatalf("node %d: %s's fence counter is %d (%v), want the lock's token %d", i, k, f, err, l.Fence())
 			}
@@ -165,7 +165,7 @@ func TestMultiLockScript(t *testing.T) {
 	for i := range nodes {
 		n := 0
 		for _, k := range keys {
-			if f, _ := admins[i].Get(ctx, RedisKey(k)+":fence").Uint64(); f == wb.Fence() {
+			if f, _ := Counter(ctx, admins[i], RedisKey(k)); f == wb.Fence() {
 				n++
 			}
 		}

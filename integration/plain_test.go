@@ -3,9 +3,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,38 +15,6 @@ import (
 // real redis-server: what each node is sent, and that it never jumps a
 // wait queue, because a release that finds a queue leaves the key
 // Reserved for it.
-
-// commandCalls returns how many times node n ran each command since its
-// stats were last reset (INFO commandstats).
-func commandCalls(t *testing.T, n *Node) map[string]int {
-	t.Helper()
-	return commandStat(t, Admin(t, n), "calls")
-}
-
-// commandStat reads one field of INFO commandstats (calls, rejected_calls,
-// failed_calls) for every command the server behind admin has seen.
-func commandStat(t testing.TB, admin *redis.Client, field string) map[string]int {
-	t.Helper()
-	info, err := admin.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stat := map[string]int{}
-	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		for kv := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(kv, field+"="); ok {
-				if stat[strings.TrimPrefix(name, "cmdstat_")], err = strconv.Atoi(v); err != nil {
-					t.Fatalf("INFO commandstats: %q: %v", line, err)
-				}
-			}
-		}
-	}
-	return stat
-}
 
 // TestUncontendedAcquireIsOneSet: with default options, an uncontended
 // TryLock sends each node one SET (NX PX) and no script, once the
@@ -64,36 +29,9 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	needsOwnServers(t, nodes[0]) // the counts must be this test's alone
 	c := newClient(t, Clients(t, nodes, nil))
-	ctx := t.Context()
-	cycle := func(key string) {
-		l, err := c.TryLock(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The connections' first scripts. A cycle returns at a majority: the
-	// counts below start once its release has reached every node.
-	first := UniqueKey(t, nodes)
-	cycle(first)
-	waitEmpty(t, nodes, first, 10*time.Second)
-	for _, n := range nodes {
-		if err := Admin(t, n).ConfigResetStat(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const cycles = 20
-	for i := range cycles {
-		cycle(fmt.Sprintf("%s-%d", UniqueKey(t, nodes), i))
-	}
-	// Close waits for the calls still on their way to the slowest node.
-	if err := c.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		calls := commandCalls(t, n)
+	for i, calls := range countedCycles(t, nodes, c, cycles, nil) {
+		n := nodes[i]
 		set, scripted := calls["set"], calls["evalsha"]+calls["eval"]-cycles // less the releases
 		if set+scripted != cycles || set < cycles-5 {
 			t.Errorf("%s: %d plain acquires and %d scripted ones in %d cycles; want them all but a few plain (%v)", n.Addr, set, scripted, cycles, calls)
@@ -108,7 +46,7 @@ func TestUncontendedAcquireIsOneSet(t *testing.T) {
 // key's queue leaves the key Reserved on each node, so that an uncontended
 // acquire (a plain SET NX, which never reads the queue) is refused until
 // the first waiter takes the key; the releaser's own next TryLock too, a
-// fenced one (whose uncontended path is a SET NX inside its script), and
+// fenced one (whose uncontended path is a plain SET NX beside a ZADD), and
 // an unqueued multi-key attempt over the key (whose script reads the
 // queues only when one of its keys is reserved). When the last place
 // leaves, the key goes. Without the reservation, the newcomer would be

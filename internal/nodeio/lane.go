@@ -34,6 +34,7 @@ type lane struct {
 	pipe   redis.Pipeliner // conn's pipeline, reused
 	runID  string          // the run_id of the server at the other end of conn; "" not known
 	cmds   []*redis.Cmd    // by position in the batch; nil for a call not sent
+	pairs  []*redis.Cmd    // by position: the second command of a call sent as two (wire.Op.Pair), nil for others
 }
 
 // live reports whether the lane's connection may carry another batch:
@@ -76,12 +77,15 @@ func (l *lane) send(batch []Call) {
 		ctx = &l.bctx
 	}
 	l.cmds = slices.Grow(l.cmds[:0], len(batch))[:len(batch)]
+	l.pairs = slices.Grow(l.pairs[:0], len(batch))[:len(batch)]
 	defer clear(l.cmds)
+	defer clear(l.pairs)
 	l.makeCmds(ctx, batch)
 	l.run(ctx)
 	l.checkInfo(ctx, batch)
 	l.evalMissing(ctx, batch)
 	l.redirectMoved(ctx, batch)
+	l.fenceGranted(ctx, batch)
 	broken := false
 	for j, c := range batch {
 		cmd := l.cmds[j]
@@ -91,13 +95,18 @@ func (l *lane) send(batch []Call) {
 		switch err := cmd.Err(); {
 		case err != nil && !wire.IsReply(err):
 			broken = true
-		case c.Op.Kind != wire.OpAcquirePlain && (err == nil || errors.Is(err, redis.Nil)):
+		case !wire.IsPlain(c.Op.Kind) && (err == nil || errors.Is(err, redis.Nil)):
 			l.s.scriptsRun.Store(true)
 			if h := &l.s.held[c.Op.ScriptIndex()]; !h.Load() {
 				h.Store(true) // once: not a shared write per reply
 			}
 		}
-		res := wire.Decode(c.Op.Kind, cmd)
+		var res wire.Result
+		if pair := l.pairs[j]; pair != nil {
+			res, _ = wire.PlainFenced(c.Op, cmd, pair) // not again: fenceGranted followed those up
+		} else {
+			res = c.Op.Decode(cmd)
+		}
 		if wire.TellsRunID(c.Op) {
 			res.RunID = l.runID
 		}
@@ -133,12 +142,21 @@ func (l *lane) makeCmds(ctx context.Context, batch []Call) {
 		if !l.s.scriptsRun.Load() {
 			c.Op = c.Op.Scripted()
 		}
-		if i := c.Op.ScriptIndex(); i >= 0 && !l.s.held[i].Load() {
-			l.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...) // in its place (see stream.held)
-			continue
+		l.cmds[j] = l.scriptCmd(ctx, c.Op)
+		if p := c.Op.Pair(); p != nil {
+			l.pairs[j] = redis.NewCmd(ctx, p...)
 		}
-		l.cmds[j] = redis.NewCmd(ctx, c.Op.Args(l.s.index)...)
 	}
+}
+
+// scriptCmd is op's command for the lane's node: an EVAL of its script
+// where the node is not known to hold it, so that it runs in its place
+// (see stream.held), and otherwise its arguments as they are.
+func (l *lane) scriptCmd(ctx context.Context, op *wire.Op) *redis.Cmd {
+	if i := op.ScriptIndex(); i >= 0 && !l.s.held[i].Load() {
+		return redis.NewCmd(ctx, op.EvalArgs(l.s.index)...)
+	}
+	return redis.NewCmd(ctx, op.Args(l.s.index)...)
 }
 
 // latestDeadline is the latest of the batch's calls' deadlines.
@@ -158,10 +176,13 @@ func latestDeadline(batch []Call) time.Time {
 func (l *lane) run(ctx context.Context) {
 	var lone *redis.Cmd
 	n := 0
-	for _, cmd := range l.cmds {
+	for j, cmd := range l.cmds {
 		if cmd != nil {
 			lone = cmd
 			n++
+			if l.pairs[j] != nil {
+				n++
+			}
 		}
 	}
 	if n == 0 {
@@ -180,9 +201,12 @@ func (l *lane) run(ctx context.Context) {
 		if l.info != nil {
 			_ = pipe.Process(ctx, l.info)
 		}
-		for _, cmd := range l.cmds {
+		for j, cmd := range l.cmds {
 			if cmd != nil {
 				_ = pipe.Process(ctx, noRetry{cmd})
+				if pair := l.pairs[j]; pair != nil {
+					_ = pipe.Process(ctx, noRetry{pair})
+				}
 			}
 		}
 		_, _ = pipe.Exec(ctx)

@@ -9,7 +9,8 @@ import (
 )
 
 // This file sends again the calls a node did not run: NOSCRIPT (the
-// script not cached), and a Cluster shard's MOVED or ASK.
+// script not cached), and a Cluster shard's MOVED or ASK; and follows a
+// plain fenced grant that did not take the proposal with the script.
 
 // evalMissing sends again, as EVAL (which also caches the script), the calls
 // the node answered NOSCRIPT, e.g. after SCRIPT FLUSH: such a call did not
@@ -29,7 +30,7 @@ func (l *lane) evalMissing(ctx context.Context, batch []Call) {
 			l.cmds[j] = nil
 			continue
 		}
-		l.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...)
+		l.cmds[j], l.pairs[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...), nil
 	}
 	l.run(ctx)
 	for j, cmd := range done {
@@ -52,11 +53,52 @@ func (l *lane) redirectMoved(ctx context.Context, batch []Call) {
 		if cmd == nil || !isMoved(cmd.Err()) {
 			continue
 		}
+		if l.pairs[j] != nil { // one script, not a pair that a redirection could split
+			batch[j].Op, l.pairs[j] = c.Op.Scripted(), nil
+			c = batch[j]
+		}
 		l.cmds[j] = redis.NewCmd(ctx, c.Op.Args(l.s.index)...)
 		_ = l.s.redirect.Process(ctx, noRetry{l.cmds[j]})
 		if wire.IsNoScript(l.cmds[j].Err()) {
 			l.cmds[j] = redis.NewCmd(ctx, c.Op.EvalArgs(l.s.index)...)
 			_ = l.s.redirect.Process(ctx, noRetry{l.cmds[j]})
+		}
+	}
+}
+
+// fenceGranted follows each plain fenced grant whose ZADD did not take
+// the proposal (wire.PlainFenced) with the fenced acquire's script, on the
+// same connection: the key is ours, so the script re-enters and hands out
+// the node's next value, and its reply stands for the pair's. The other
+// calls are left out of this second round.
+func (l *lane) fenceGranted(ctx context.Context, batch []Call) {
+	again := func(j int) bool {
+		if l.pairs[j] == nil || l.cmds[j] == nil {
+			return false
+		}
+		_, ok := wire.PlainFenced(batch[j].Op, l.cmds[j], l.pairs[j])
+		return ok
+	}
+	need := false
+	for j := range batch {
+		need = need || again(j)
+	}
+	if !need {
+		return
+	}
+	done := slices.Clone(l.cmds)
+	for j := range batch {
+		if !again(j) {
+			l.cmds[j] = nil
+			continue
+		}
+		batch[j].Op, l.pairs[j] = batch[j].Op.Regrant(), nil
+		l.cmds[j] = l.scriptCmd(ctx, batch[j].Op)
+	}
+	l.run(ctx)
+	for j, cmd := range done {
+		if l.cmds[j] == nil {
+			l.cmds[j] = cmd
 		}
 	}
 }

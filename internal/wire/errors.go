@@ -23,7 +23,7 @@ func IsReply(err error) bool {
 	return errors.As(err, &re)
 }
 
-func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced || k == OpAcquirePlain }
+func IsAcquire(k Kind) bool { return k == OpAcquire || k == OpAcquireFenced || IsPlain(k) }
 
 // TellsRunID reports whether o's result carries the node's run_id (the
 // restart guard's): an acquire's, and the look of a waiter that a release

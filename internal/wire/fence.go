@@ -1,5 +1,30 @@
 package wire
 
+// counterLua defines counter(k) and setCounter(k, v), the fence counter
+// at key k: a sorted set whose member "c" has the counter as its score, so
+// that a plain ZADD … GT CH can raise it outside a script (see
+// OpAcquireFencedPlain). counter returns the counter as a number (0 where
+// there is none), or nil where it is not a number. A
+// counter written before 2026-11-29 is a string: counter reads it, and
+// setCounter replaces it with the sorted set (an older Client's GET of it
+// then fails with WRONGTYPE: it hands out no token, never a wrong one).
+const counterLua = `
+local function counter(k)
+	local s = redis.pcall('ZSCORE', k, 'c')
+	if type(s) == 'table' then
+		s = redis.pcall('GET', k)
+		if type(s) == 'table' then return nil end
+	end
+	return tonumber(s or '0')
+end
+local function setCounter(k, v)
+	if type(redis.pcall('ZADD', k, v, 'c')) == 'table' then
+		redis.call('DEL', k)
+		redis.call('ZADD', k, v, 'c')
+	end
+end
+`
+
 // fenceLua defines fence(counters): the fencing token a grant hands out,
 // given the keys of the fence counters it advances (no TTL), or an error
 // reply. The token is the client's proposal when the proposal is larger
@@ -11,11 +36,11 @@ package wire
 // (fence) before it writes anything: a script that fails half-way keeps
 // its writes. ARGV[4] residue, ARGV[5] modulus, ARGV[6] proposal (0:
 // none).
-const fenceLua = `
+const fenceLua = counterLua + `
 local function fence(counters)
 	local c, at = 0, counters[1]
 	for _, k in ipairs(counters) do
-		local n = tonumber(redis.call('GET', k) or '0')
+		local n = counter(k)
 		if not n or n < 0 or n ~= math.floor(n) then
 			return redis.error_reply('FENCE redlock: fence counter ' .. k .. ' is not a whole number')
 		end
@@ -45,14 +70,10 @@ var acquireFencedSrc = acquireFencedScript("", "")
 // acquireFencedScript is acquireFencedSrc with check run first where the
 // key is free, and announce run on a grant once the new counter is known:
 // Lua that may change val, the value the key is set to (ARGV[2] unless
-// it does), given term, the counter as a string. A mutex's (neither
-// check nor announce) tries the uncontended grant first (fastFencedLua).
+// it does), given term, the counter as a string. (A mutex's uncontended
+// fenced grant needs no script: OpAcquireFencedPlain.)
 func acquireFencedScript(check, announce string) string {
-	fast := ""
-	if check == "" && announce == "" {
-		fast = fastFencedLua
-	}
-	return fenceLua + fast + markLua + `
+	return fenceLua + markLua + `
 local v = redis.call('GET', KEYS[1])
 local since = '' -- a reservation's: the release the key has been free since (see queueLua)
 if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
@@ -72,51 +93,25 @@ local f = fence({KEYS[2]})
 if type(f) == 'table' then return f end
 local term, val = string.format('%.0f', f), ARGV[2]` + announce + `
 if queued then val = addMark(val) end
-redis.call('SET', KEYS[2], term)
+setCounter(KEYS[2], term)
 redis.call('SET', KEYS[1], val, 'PX', ARGV[3])
 return {code, f}
 `
 }
 
-// fastFencedLua is the uncontended fenced grant of a caller that sends no
-// place (not even NotQueued): where fence takes the proposal (a counter
-// that is a whole number below it), a free key is set with NX, and the
-// counter to the proposal, in three commands (GET, SET NX, SET) where the
-// general path runs five (the key's GET, its queue's EXISTS, the
-// counter's GET and SET, the key's SET); on one redis-server about a
-// sixth less time per call. It grants what the general path would (code
-// 1, the proposal as the fence) and writes nothing otherwise: any other
-// case (a held or Reserved key, re-entry, a proposal at or below the
-// counter, a bad counter) goes on to the general path, which asks fence
-// again before it writes, so a refused first attempt costs two commands
-// more than before. Like the plain SET NX of an unfenced Lock, it does
-// not look for a queue: it jumps one only where a free key's queue has no
-// reservation (docs/design.md, "The uncontended acquire: a plain SET
-// NX"). So only the callers that may send a plain SET NX when unfenced
-// take it; a semaphore's sweep, which must not jump a queue, sends
-// NotQueued. (A proposal is ≡ modulus−1, which no value fence computes
-// is, so fence returns the proposal only where it takes it.)
-const fastFencedLua = `
-if not ARGV[7] then
-	local f = fence({KEYS[2]})
-	if f == tonumber(ARGV[6]) and redis.call('SET', KEYS[1], ARGV[2], 'NX', 'PX', ARGV[3]) then
-		redis.call('SET', KEYS[2], ARGV[6])
-		return {1, f}
-	end
-end
-`
-
 // fenceWriteSrc writes a fencing token back: counter = max(counter, t), for
 // the fence counter (k..":fence") of each lock key k in KEYS (one, or a
-// multi-key lock's). It acknowledges only where no other token holds a
-// lock key (another holder's grant there may have started before ours and
-// must not be overtaken: docs/fencing.md), and where every counter was
-// below t, or equal to it with all our keys there (we set it). A larger
-// counter means a later holder has already been handed a larger token.
-// ARGV[1] t, ARGV[2] token.
-// Reply: 1 acknowledged; 0 a larger (or another holder's equal) fence
-// exists; −1 another token holds a lock key.
-const fenceWriteSrc = `
+// multi-key lock's). It acknowledges where all our keys are there, whatever
+// the counters (a counter above t there was raised by a refused plain
+// acquire's ZADD, never by a grant: no other grant ran on the node since
+// ours), and raises the counters below t; where none of our keys is there
+// (they expired), only where every counter was below t. It never
+// acknowledges where another token holds a lock key (another holder's
+// grant there may have started before ours and must not be overtaken:
+// docs/fencing.md). ARGV[1] t, ARGV[2] token.
+// Reply: 1 acknowledged; 0 a counter at or above t and our keys gone;
+// −1 another token holds a lock key.
+const fenceWriteSrc = counterLua + `
 local ours = true
 for _, k in ipairs(KEYS) do
 	local v = redis.call('GET', k)
@@ -129,14 +124,14 @@ end
 local t = tonumber(ARGV[1])
 local below = {}
 for _, k in ipairs(KEYS) do
-	local c = tonumber(redis.call('GET', k .. ':fence') or '0')
+	local c = counter(k .. ':fence')
 	if not c then
 		return redis.error_reply('FENCE redlock: fence counter ' .. k .. ':fence is not a whole number')
 	end
-	if c > t or (c == t and not ours) then return 0 end
+	if c >= t and not ours then return 0 end
 	if c < t then below[#below + 1] = k .. ':fence' end
 end
-for _, f in ipairs(below) do redis.call('SET', f, ARGV[1]) end
+for _, f in ipairs(below) do setCounter(f, ARGV[1]) end
 return 1
 `
 

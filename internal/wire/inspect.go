@@ -5,9 +5,9 @@ package wire
 // the first 64 by ticket, and how many of those 64 are readers' places)
 // and its live readers (a read-write lock), in one atomic step. It writes
 // nothing: a lapsed place or reader stays until a script that writes drops
-// it. KEYS[2] fence key. Reply: {value or nil, PTTL, counter or nil,
+// it. KEYS[2] fence key. Reply: {value or nil, PTTL, counter (a string) or nil,
 // waiters, first waiter or nil, readers, readers waiting}.
-const inspectSrc = `
+const inspectSrc = counterLua + `
 local waiting, first, readers, rwaiting = 0, false, 0, 0
 local q, l, r = KEYS[1] .. ':queue', KEYS[1] .. ':lease', KEYS[1] .. ':readers'
 local t = redis.call('TIME')
@@ -26,5 +26,7 @@ if redis.call('EXISTS', q) == 1 then
 end
 local v, p = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
 if v and string.byte(v) == 0 then v, p = false, -2 end -- reserved for the queue: nobody holds it
-return {v, p, redis.call('GET', KEYS[2]), waiting, first, readers, rwaiting}
+local c = counter(KEYS[2])
+if not c then c = '?' elseif c == 0 then c = false else c = string.format('%.0f', c) end
+return {v, p, c, waiting, first, readers, rwaiting}
 `

@@ -177,7 +177,7 @@ local f = fence(counters)
 if type(f) == 'table' then return f end
 local at = expireAt(ARGV[3])
 for i, k in ipairs(KEYS) do
-	redis.call('SET', counters[i], string.format('%.0f', f))
+	setCounter(counters[i], string.format('%.0f', f))
 	redis.call('SET', k, queued[i] and addMark(ARGV[2]) or ARGV[2], 'PXAT', at)
 end
 if again then return {2, f} end

@@ -3,6 +3,8 @@ package wire
 import (
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Op is one operation on one key (or a multi-key lock's keys), prepared
@@ -36,6 +38,9 @@ type Op struct {
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
+	pair    []any     // OpAcquireFencedPlain: the ZADD sent after wire's SET, in pairv
+	pairv   [7]any    //
+	regrant bool      // follows a plain fenced grant on its node (Regrant)
 	keybuf  [2]string // the KEYS of a one-key op
 	residue int       // OpAcquireFenced: the index in wire of the node's residue (ARGV[4])
 }
@@ -48,12 +53,6 @@ type Place struct {
 	Ticket int64
 	Lease  time.Duration
 }
-
-// NotQueued is the place of a caller that has none but must not take a
-// free key without reading its queue: sent as an empty ID and ticket 0,
-// which the scripts read as no place (gateLua), it keeps a fenced acquire
-// off its uncontended grant (fastFencedLua), which reads no queue.
-var NotQueued = Place{}
 
 // Time returns the place's ticket as a Time (it is one, in µs since the
 // epoch), zero for none.
@@ -113,9 +112,8 @@ func (o *Op) Encode() {
 		} else {
 			o.set(keys, token, value, ms)
 		}
-	case OpAcquirePlain: // no script: see OpAcquirePlain
-		_, value := o.boxed()
-		o.wire = append(o.argv[:0], "set", o.Key, value, "nx", "px", ms)
+	case OpAcquirePlain, OpAcquireFencedPlain:
+		o.plain(ms)
 	case OpExtend:
 		o.set(keys, o.Token, ms)
 	case OpRelease:
@@ -153,17 +151,57 @@ func (o *Op) Encode() {
 	}
 }
 
+// plain makes the commands of a plain acquire (no script: see
+// OpAcquirePlain and OpAcquireFencedPlain).
+func (o *Op) plain(ms int64) {
+	_, value := o.boxed()
+	o.wire = append(o.argv[:0], "set", o.Key, value, "nx", "px", ms)
+	if o.Kind == OpAcquireFencedPlain {
+		o.pair = append(o.pairv[:0], "zadd", FenceKey(o.Key), "gt", "ch", o.Fence, "c")
+	}
+}
+
 // Scripted returns the acquire script's op for a plain acquire (see
-// OpAcquirePlain), encoded: for a node that has not yet shown that it
-// runs the library's scripts. Any other op is returned as it is.
+// OpAcquirePlain, OpAcquireFencedPlain), encoded: for a node that has not
+// yet shown that it runs the library's scripts, and for a fenced grant the
+// node must hand out its own value for (PlainFenced). Any other op is
+// returned as it is.
 func (o *Op) Scripted() *Op {
-	if o.Kind != OpAcquirePlain {
+	kind := OpAcquire
+	switch o.Kind {
+	case OpAcquirePlain:
+	case OpAcquireFencedPlain:
+		kind = OpAcquireFenced
+	default:
 		return o
 	}
-	t := &Op{Kind: OpAcquire, Key: o.Key, Token: o.Token, Value: o.Value, Keys: o.Keys, Mode: o.Mode, TTL: o.TTL, Wake: o.Wake}
+	t := &Op{Kind: kind, Key: o.Key, Token: o.Token, Value: o.Value, Keys: o.Keys, Mode: o.Mode, TTL: o.TTL, Wake: o.Wake, Fence: o.Fence}
 	t.Encode()
 	return t
 }
+
+// Regrant is the op that follows a plain fenced grant whose ZADD did not
+// take the proposal (PlainFenced's again): o.Scripted(), which re-enters
+// the key the SET granted and hands out the node's next value. If it fails
+// (a bad counter), its Result says the key is Kept.
+func (o *Op) Regrant() *Op {
+	t := o.Scripted()
+	t.regrant = true
+	return t
+}
+
+// Decode turns the node's reply to o into a Result (see Decode).
+func (o *Op) Decode(cmd *redis.Cmd) Result {
+	r := Decode(o.Kind, cmd)
+	if o.regrant && r.Status == StatusFailed {
+		r.Kept = true
+	}
+	return r
+}
+
+// Pair is the second command of an op sent as two (OpAcquireFencedPlain),
+// nil for any other.
+func (o *Op) Pair() []any { return o.pair }
 
 // boxed returns the op's token and value as arguments: boxed once when
 // they are the same string (a holder without metadata), not twice.

@@ -61,6 +61,10 @@ type Result struct {
 	WaitingReaders int   // inspect: how many of the first 64 of those are readers'
 	Readers        int   // inspect: the live readers of a read-write lock
 	Err            error // StatusFailed only
+	// Kept, StatusFailed from a plain fenced acquire: its SET granted the
+	// key, but the node could not hand out a token (Op.Regrant failed):
+	// the key is ours, to take back.
+	Kept bool
 }
 
 func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) }
@@ -76,7 +80,7 @@ func Decode(k Kind, cmd *redis.Cmd) Result {
 		return inspectReply(cmd.Slice())
 	case OpAcquire, OpAcquireFenced:
 		return acquireReply(cmd.Result())
-	case OpAcquirePlain:
+	case OpAcquirePlain, OpAcquireFencedPlain: // the SET; see PlainFenced for the pair
 		return plainReply(cmd.Result())
 	case OpQueue:
 		return queueReply(cmd.Slice())
@@ -132,6 +136,24 @@ func plainReply(reply any, err error) Result {
 		return Result{Status: StatusOK}
 	}
 	return Result{Err: fmt.Errorf("unexpected plain acquire reply %v", reply)}
+}
+
+// PlainFenced decodes the replies to a plain fenced acquire o
+// (OpAcquireFencedPlain): its SET's and its ZADD's. again reports a grant
+// whose ZADD did not take the proposal (the counter was at or above it, or
+// is a string from before the sorted set), which the node must follow
+// with o.Regrant() (re-entry: the node hands out its next value), whose
+// reply stands for the pair's.
+func PlainFenced(o *Op, set, zadd *redis.Cmd) (r Result, again bool) {
+	r = plainReply(set.Result())
+	if r.Status != StatusOK {
+		return r, false
+	}
+	if n, err := zadd.Int64(); err != nil || n != 1 {
+		return r, true
+	}
+	r.Fence = o.Fence
+	return r, false
 }
 
 // PTTLUnknown is a refusal's PTTL when the node did not say it (a plain

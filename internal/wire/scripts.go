@@ -26,6 +26,20 @@ const (
 	// how long (see plainReply). A node not yet known to run the library's
 	// scripts is sent Scripted instead (internal/nodeio).
 	OpAcquirePlain
+	// OpAcquireFencedPlain is a mutex's uncontended fenced acquire as two
+	// plain commands in one pipeline: SET key value NX PX ttl, then ZADD
+	// counter GT CH proposal c (see counterLua). Where the SET is granted
+	// and the ZADD raised the counter to the proposal, the node took it, as
+	// fenceLua does: its reply's fence is the proposal. A grant whose ZADD
+	// did not (the counter at or above the proposal, or a string counter
+	// from before 2026-11-29) is followed on the node by the fenced
+	// acquire's script, as re-entry, which hands out the node's next value
+	// (see PlainFenced). A refused SET's ZADD raises the counter with no
+	// grant: a fence write-back allows for it (fenceWriteSrc). The ZADD
+	// goes second, so no other grant can run on the node between the two.
+	// Like OpAcquirePlain it is sent Scripted to a node not yet known to
+	// run the library's scripts.
+	OpAcquireFencedPlain
 )
 
 // Reserved starts a free key's value while its wait queue lives (see
@@ -76,7 +90,7 @@ type script struct {
 	src, sha any
 }
 
-const kindCount = int(OpAcquirePlain) + 1
+const kindCount = int(OpAcquireFencedPlain) + 1
 
 // scriptSet is a primitive's scripts, by op kind: where it has none of its
 // own for a kind, an op of that kind runs the mutex's.
@@ -121,10 +135,13 @@ const ScriptCount = int(modeCount) * kindCount
 
 // ScriptIndex numbers the op's script below ScriptCount, for a node's
 // stream to record which scripts the node is known to hold (see
-// internal/nodeio); −1 for an op that runs none (OpAcquirePlain).
+// internal/nodeio); −1 for an op that runs none (IsPlain).
 func (o *Op) ScriptIndex() int {
-	if o.Kind == OpAcquirePlain {
+	if IsPlain(o.Kind) {
 		return -1
 	}
 	return int(o.Mode)*kindCount + int(o.Kind)
 }
+
+// IsPlain reports whether ops of kind k are plain commands, not a script.
+func IsPlain(k Kind) bool { return k == OpAcquirePlain || k == OpAcquireFencedPlain }
