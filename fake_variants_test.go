@@ -28,17 +28,23 @@ func oneKeyGrants(o *wire.Op) string {
 
 const grantRestCall = "if isSet(h) then grantRest("
 
-// lenientWriteBack is a variant (see fakeNode.variant): the fence
-// write-back as it was before 2026-11-23, acknowledged whatever token holds
-// the lock keys. The canary that shows why it must not be so runs it.
-func lenientWriteBack(o *wire.Op) string {
-	if o.Kind == wire.OpFenceWrite {
-		return lenientWriteBackSrc
+// writeBack is a variant (see fakeNode.variant) that runs the fence
+// write-back's script with the replacements (old, new, …) made: what
+// names it, for mustReplace.
+func writeBack(what string, replacements ...string) func(*wire.Op) string {
+	src := mustReplace(what, (&wire.Op{Kind: wire.OpFenceWrite}).Source(), replacements...)
+	return func(o *wire.Op) string {
+		if o.Kind == wire.OpFenceWrite {
+			return src
+		}
+		return ""
 	}
-	return ""
 }
 
-var lenientWriteBackSrc = mustReplace("lenientWriteBack", (&wire.Op{Kind: wire.OpFenceWrite}).Source(),
+// lenientWriteBack is the fence write-back as it was before 2026-11-23,
+// acknowledged whatever token holds the lock keys. The canary that shows
+// why it must not be so runs it.
+var lenientWriteBack = writeBack("lenientWriteBack",
 	"if c >= t and not ours then return 0 end", "if c > t then return 0 end",
 	"elseif v ~= ARGV[2] and string.sub(v, 1, #ARGV[2] + 1) ~= ARGV[2] .. '\\0' then\n\t\treturn -1\n", "",
 )

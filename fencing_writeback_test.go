@@ -72,18 +72,10 @@ func raisedBeforeWriteBack(t *testing.T, variant func(*wire.Op) string) (broke e
 	return broke
 }
 
-// strictWriteBack is a variant (see fakeNode.variant): the write-back
-// acknowledged only where every counter is below the token (or equal to
-// it, our keys there), as before the uncontended fenced grant raised
-// counters without a grant.
-func strictWriteBack(o *wire.Op) string {
-	if o.Kind == wire.OpFenceWrite {
-		return strictWriteBackSrc
-	}
-	return ""
-}
-
-var strictWriteBackSrc = mustReplace("strictWriteBack", (&wire.Op{Kind: wire.OpFenceWrite}).Source(),
+// strictWriteBack is the write-back acknowledged only where every counter
+// is below the token (or equal to it, our keys there), as before the
+// uncontended fenced grant raised counters without a grant.
+var strictWriteBack = writeBack("strictWriteBack",
 	"if c >= t and not ours then return 0 end", "if c > t or c == t and not ours then return 0 end")
 
 // TestFencingWriteBackPastRaisedCounters: a refused uncontended fenced
