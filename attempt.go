@@ -147,6 +147,22 @@ func (c *Client) propose() int64 {
 	}
 }
 
+// proposeAbove is propose, but above fence too: a fenced holder's
+// release proposes the token of the fenced waiter it may grant (wire's
+// releaseSrc), which the nodes grant only above their counters, and a
+// clock behind the token's origin must not cost the waiter its grant.
+func (c *Client) proposeAbove(fence int64) int64 {
+	above := fence - fence%wire.FenceModulus + wire.FenceModulus - 1
+	if above <= fence {
+		above += wire.FenceModulus
+	}
+	p := c.propose()
+	if p == 0 || above >= wire.MaxFence/2 {
+		return 0
+	}
+	return max(p, above)
+}
+
 // grant makes the Lock of a won acquisition with validity v left.
 func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*Lock, *QuorumError) {
 	ttl := a.lc.ttl

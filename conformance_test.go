@@ -85,6 +85,11 @@ func conformance() map[string][]step {
 		return wire.NewOp(wire.OpAcquirePlain, key, token, value, ttl)
 	}
 	inspect := func(key string) step { return do(wire.NewOp(wire.OpInspect, key, "", "", 0)) }
+	look := func(key, id string, ticket, seq int64) *wire.Op { // a look that numbers itself
+		o := queue(key, id, ticket, false)
+		o.Seq = seq
+		return o
+	}
 	rq := func(key, id string, ticket int64, quiet bool) *wire.Op {
 		return withMode(queue(key, id, ticket, quiet), wire.ModeRead)
 	}
@@ -198,6 +203,16 @@ func conformance() map[string][]step {
 			// queue, refused, the key reserved.
 			do(queue(k("m"), "c1.1", 100, false)), raw("DEL", k("m")),
 			step{o: withPlace(withFence(wire.NewOp(wire.OpAcquireFenced, k("m"), "t2", "t2", ttl), p+64), "", 0, 0), node: 2}, raw("GET", k("m")),
+		},
+		// A fenced waiter granted the key by a release: with the release's
+		// proposal, above the counter; at the counter, without a token, and
+		// the waiter's fenced attempt takes the key from its place.
+		"fenced grant by release": {
+			fenced(k("fg"), "t1", p, 0), do(look(k("fg"), "c1.wif1", 100, 7)), do(look(k("fg"), "c2.wif1", 200, 3)),
+			do(withFence(rel(k("fg"), "t1", 0), p+64)), raw("GET", k("fg")), raw("ZSCORE", k("fg")+":fence", "c"),
+			do(withFence(rel(k("fg"), "c1.wif1", 0), p+64)), raw("GET", k("fg")), raw("ZSCORE", k("fg")+":fence", "c"),
+			step{o: withPlace(withFence(wire.NewOp(wire.OpAcquireFenced, k("fg"), "t3", "t3", ttl), p), "c2.wif1", 200, lease), node: 1},
+			raw("GET", k("fg")), raw("ZSCORE", k("fg")+":fence", "c"),
 		},
 		// An election's grant announces the node's counter as the term (the
 		// proposal taken; a counter ahead; a value in another form, kept),

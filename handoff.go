@@ -208,6 +208,8 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 		id = h.id + ".ri" + strconv.Itoa(h.seq)
 	case granted && t.multiKey(): // a set: a release grants its other keys too, where they are free for it (wire's grantRest)
 		id = h.id + ".wis" + strconv.Itoa(h.seq)
+	case granted && lc.fencing: // a fenced waiter: granted only with a fencing token (wire's releaseSrc)
+		id = h.id + ".wif" + strconv.Itoa(h.seq)
 	case granted: // and the writers a release may grant the key (letin.go)
 		id = h.id + ".wi" + strconv.Itoa(h.seq)
 	case t.mode == wire.ModeRead:
@@ -219,6 +221,9 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 		w.keys = make([]admits, max(len(t.slots), len(t.rkeys), 1))
 		for k := range w.keys {
 			w.keys[k].from = make([]time.Time, len(h.c.nodes))
+			if granted && lc.fencing {
+				w.keys[k].fences = make([]int64, len(h.c.nodes))
+			}
 		}
 	}
 	w.judge = w.judgeReply

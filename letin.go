@@ -3,8 +3,6 @@ package redlock
 import (
 	"context"
 	"math/bits"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -63,58 +61,25 @@ import (
 //     its next waiter's attempt behind its release tells the nodes
 //     (Op.WakeOnly), which then wake the waiter as before.
 
-// admission is a let-in waiter's record of its looks and admissions
-// (a granted writer's: grants), guarded by the handoff's mu. sends is nil
-// for a waiter that is never let in or granted the key (a reader with a
-// token of its own, a writer but as grantable says).
-type admission struct {
-	seq   int64               // the number of its last look
-	sends map[int64]time.Time // its recent looks' sends, by number
-	// keys: the admissions of each key in whose queue it has a place:
-	// one, or a semaphore's slots (in eachQueueKey's order), each of
-	// which a release may grant it
-	keys []admits
-	took bool // it holds by its place's ID
-	// attempted: a writer that has attempted (or been handed an
-	// attempt): its attempt may have taken, or a failed one's gate
-	// reserved, a key a release granted its place, so its admissions no
-	// longer count; they wake it to attempt.
-	attempted bool
-}
-
-// admits is a waiter's admissions to one key.
-type admits struct {
-	from     []time.Time // per node counted: the send its admission counts from
-	admitted uint64      // nodes that let it in (bit i: node i)
-	counted  uint64      // of those, the ones that count towards holding
-}
-
-// admitsOf returns w's admissions to rkey, nil if it has no place there.
-func (w *waiter) admitsOf(rkey string) *admits {
-	k := 0
-	switch {
-	case w.t.slots != nil:
-		k = slices.IndexFunc(w.t.slots, func(st target) bool { return st.rkey == rkey })
-	case w.t.multiKey():
-		k = slices.Index(w.t.rkeys, rkey)
-	}
-	if k < 0 {
-		return nil
-	}
-	return &w.keys[k]
-}
-
 // grantable reports whether a waiter for t, with lc, may be granted the
 // key by a release (see wire's queueLua grant): a one-key mutex's, a
 // read-write lock's writer, a semaphore's (a slot) or a set's (each key
 // by its release: the set holds where every key is granted), without a
-// token of its own (it would hold by its place's ID), fencing (the
-// release hands out no fencing token) or metadata (the node has none to
-// set).
+// token of its own (it would hold by its place's ID) or metadata (the
+// node has none to set); with fencing, a one-key mutex's only, whose
+// release hands out its fencing token (fencedGrant).
 func grantable(t target, lc *lockConfig) bool {
 	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
-	return kind && lc.token == "" && !lc.fencing && lc.meta == ""
+	return kind && lc.token == "" && lc.meta == "" && (!lc.fencing || fencedGrant(t))
 }
+
+// fencedGrant reports whether a fenced waiter for t may be granted the key
+// by a release: a one-key mutex's (not a semaphore's), whose holder's
+// release proposes the waiter's fencing token (Unlock), and each node
+// grants only where the proposal is above its fence counter, which it
+// raises to it (wire's releaseSrc): the fast path's token, taken on a
+// majority (docs/fencing.md).
+func fencedGrant(t target) bool { return t.mode == wire.ModeMutex && t.rkeys == nil && t.slots == nil }
 
 // isGrantee reports whether id is the place of a writer a release may
 // grant the key (see grantable).
@@ -207,33 +172,38 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	if w.took {
 		return
 	}
-	seq, err := strconv.ParseInt(n, 10, 64)
+	seq, fence, err := parseAdmission(n)
 	sent, known := w.sends[seq]
 	if mutated(mutLetInLastLook) {
 		sent, known = w.sends[w.seq], err == nil
 	}
 	counts := err == nil && known && h.countsFrom(i) && (!w.attempted || mutated(mutGrantAfterAttempt))
+	if a.fences != nil && fence <= 0 {
+		counts = false // a fenced waiter's grant without a token (the counter was ahead, an unfenced release): it attempts
+	}
 	if counts {
 		a.from[i] = sent
 		if mutated(mutLetInFromNotice) {
 			a.from[i] = time.Now()
 		}
 		a.counted |= 1 << i
+		if a.fences != nil {
+			a.fences[i] = fence
+		}
 	}
 	switch {
 	case w.t.multiKey():
 		h.setAdmitted(q, w, rkey, a)
-	case !counts:
-		// Not to be counted: let in on a majority all the same, w
-		// attempts (as a release's notices would have woken it to), and
-		// its attempt is granted where it was let in; but not while the
-		// nodes yet to let it in could still make a majority that counts
-		// (a writer's attempt ends its grants).
-		if bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a) {
-			q.wake(w)
-		}
-	case bits.OnesCount64(a.counted) == h.letInQuorum():
+	case counts && bits.OnesCount64(mask(a.agreeing())) == h.letInQuorum():
 		q.wake(w) // (a semaphore's: to the slot, rkey)
+	case bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a):
+		// Not to hold by these admissions (some do not count, or a fenced
+		// waiter's have no token or name different ones): let in on a
+		// majority all the same, w attempts (as a release's notices would
+		// have woken it to), and its attempt is granted where it was let
+		// in; but not while the nodes yet to let it in could still make a
+		// majority that counts (a writer's attempt ends its grants).
+		q.wake(w)
 	}
 }
 
@@ -267,55 +237,13 @@ func (s *waitLoop) awaitGrants() {
 // of the nodes that have not let it in yet and would count, could still
 // hold the lock; callers hold h.mu.
 func (h *handoff) mayCount(w *waiter, a *admits) bool {
-	n := bits.OnesCount64(a.counted)
+	n := bits.OnesCount64(mask(a.agreeing()))
 	for i := range h.c.nodes {
 		if a.admitted&(1<<i) == 0 && h.countsFrom(i) {
 			n++
 		}
 	}
 	return n >= h.letInQuorum() && !w.attempted
-}
-
-// letInQuorum is how many admissions hold the lock: a majority.
-func (h *handoff) letInQuorum() int {
-	if mutated(mutLetInMinority) {
-		return h.c.quorum() - 1
-	}
-	return h.c.quorum()
-}
-
-// letInFrom returns the time a key's admissions hold it from: the
-// earliest of the best majority's, if a majority count.
-func (a *admits) letInFrom(quorum int) (time.Time, bool) {
-	var from []time.Time
-	for i, t := range a.from {
-		if a.counted&(1<<i) != 0 {
-			from = append(from, t)
-		}
-	}
-	if len(from) < quorum {
-		return time.Time{}, false
-	}
-	slices.SortFunc(from, func(a, b time.Time) int { return b.Compare(a) })
-	return from[quorum-1], true
-}
-
-// bestAdmits returns the key (its index in w.keys) whose admissions hold
-// it longest, and from when, if any key's count on a majority: one key,
-// or, for a semaphore's waiter, one of the slots releases granted it;
-// for a set's, the keys together (the index is 0), where every one is.
-func (w *waiter) bestAdmits(quorum int) (k int, a admits, from time.Time, ok bool) {
-	if w.t.multiKey() {
-		a = w.setAdmits()
-		from, ok = a.letInFrom(quorum)
-		return 0, a, from, ok
-	}
-	for i := range w.keys {
-		if f, held := w.keys[i].letInFrom(quorum); held && (!ok || f.After(from)) {
-			k, a, from, ok = i, w.keys[i], f, true
-		}
-	}
-	return k, a, from, ok
 }
 
 // takeLetIn returns the lock w holds by its admissions, if it does (nil
@@ -380,7 +308,8 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) (*Lock, admits) 
 	if t.slots != nil {
 		t = t.slots[k] // a semaphore's permit: the slot granted
 	}
-	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, acquired: from, ttl: lc.ttl, until: until, nodes: make([]nodeRecord, len(c.nodes))}
+	_, fence := a.agreeing() // a fenced waiter's token (0: none)
+	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, fence: fence, acquired: from, ttl: lc.ttl, until: until, nodes: make([]nodeRecord, len(c.nodes))}
 	for i := range l.nodes {
 		l.nodes[i].granted = a.admitted&(1<<i) != 0
 	}

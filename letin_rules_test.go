@@ -163,9 +163,13 @@ func TestLetInAfterUnseenRestart(t *testing.T) {
 // grantWaiter is a mutex's Lock waiting for k in a Client over 5 fake
 // nodes, which knows every node's process, and the number of its look.
 func grantWaiter(t *testing.T, opts ...Option) (*Client, target, *lockConfig, *waiter, string) {
+	return waiterWith(t, &lockConfig{ttl: time.Minute}, opts...)
+}
+
+// waiterWith is grantWaiter's Lock with lc.
+func waiterWith(t *testing.T, lc *lockConfig, opts ...Option) (*Client, target, *lockConfig, *waiter, string) {
 	c := newTestClient(t, newFakeNodes(5), opts...)
 	tg := target{key: "k", rkey: c.redisKey("k"), mode: wire.ModeMutex}
-	lc := &lockConfig{ttl: time.Minute}
 	w := c.hand.join(tg, lc)
 	t.Cleanup(func() { c.hand.leave(w, nil) })
 	heardAll(c)

@@ -69,8 +69,9 @@ func (l *Lock) Keys() []string { return l.given() }
 // Token returns the lock's token: 130 random bits from crypto/rand (or the
 // token given with [WithToken]); for a lock that a release granted to the
 // waiting Lock, RLock or Semaphore.Acquire call (Event.LetIn), the call's
-// place in the key's wait queue (the Client's random ID, ".wi", ".wis" for
-// a multi-key lock, or ".ri", a number), which the nodes' queues showed
+// place in the key's wait queue (the Client's random ID, ".wi", ".wif"
+// with fencing, ".wis" for a multi-key lock, or ".ri", a number), which
+// the nodes' queues showed
 // while it waited. Pass it to WithToken to
 // re-enter. Keep it secret: anyone with the token can release the lock.
 func (l *Lock) Token() string { return l.token }

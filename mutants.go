@@ -58,6 +58,9 @@ const (
 	// mutSetGrantAny: a set holds where any of its keys is granted on a
 	// majority, not every one.
 	mutSetGrantAny
+	// mutFencesMixed: a fenced waiter's grants count together whatever
+	// tokens they name, and it holds with the largest.
+	mutFencesMixed
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -76,6 +76,9 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	start := time.Now()
 	o := l.op(wire.OpRelease, l.token, "", cooldown)
 	o.Wake = c.hand.wakeArg
+	if l.fence != 0 && cooldown == 0 && fencedGrant(l.target) {
+		o.Fence = c.proposeAbove(l.fence) // a fenced waiter's token, where the release grants it the key
+	}
 	req := request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true}
 	var r *round
 	if ha := c.hand.claim(l, cooldown, idx != nil); ha != nil {

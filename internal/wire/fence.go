@@ -62,7 +62,8 @@ end
 // fenceLua): on a grant it sets the key's fence counter (KEYS[2]) to it.
 // ARGV[1] token, ARGV[2] value, ARGV[3] ttl ms, ARGV[4] residue, ARGV[5]
 // modulus, ARGV[6] proposal (0: none), ARGV[7..9] the waiter as
-// acquireSrc's ARGV[4..6].
+// acquireSrc's ARGV[4..6] (a key granted to its place is free to it, as
+// there).
 // Reply: {1 or 2 (as acquire), fence}; refused: as acquire; an error reply
 // when the counter is not a number or would reach 2^53.
 var acquireFencedSrc = acquireFencedScript("", "")
@@ -77,6 +78,9 @@ func acquireFencedScript(check, announce string) string {
 local v = redis.call('GET', KEYS[1])
 local since = '' -- a reservation's: the release the key has been free since (see queueLua)
 if v and string.byte(v) == 0 then since, v = string.sub(v, 2), false end -- reserved for the queue: free to its head
+if v and ARGV[7] and ARGV[7] ~= '' and (v == ARGV[7] or string.sub(v, 1, #ARGV[7] + 1) == ARGV[7] .. '\0') then
+	v = false -- a release granted the key to our place (a fenced one's, without a token): our attempt takes it
+end
 local code = 1
 local queued = false -- places are left in the key's queue: the value is marked (Queued)
 if not v then` + check + gateIf(7) + `

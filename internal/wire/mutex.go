@@ -61,10 +61,17 @@ return 1
 // then, and wakes nobody. A token that is a place's ID (a granted
 // writer's, or a place a release may grant) takes that place out too, and
 // its look's number, handing a reservation made for it on.
+// A fenced waiter's place ('.wif': see queueLua) is granted the key with
+// a fencing token, the releaser's proposal (ARGV[5]), where that is above
+// the key's fence counter, which it then becomes (the same two facts as
+// every fenced grant: docs/fencing.md); the notice names it. Otherwise the
+// grant has no token, and the waiter's attempt takes the key (and gets
+// one).
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
 // grants, which released no lock anyone held; the key is still Reserved
-// for a queue), ARGV[4] (optional) 1: a hand-over, which grants nobody.
+// for a queue), ARGV[4] (optional) 1: a hand-over, which grants nobody
+// (0: not), ARGV[5] (optional) the releaser's fencing proposal.
 // Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
 // absent (expired); −1 another token holds it.
 //
@@ -81,7 +88,15 @@ if ARGV[2] ~= '0' then
 	return 1
 end
 if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key's queue while we held it
-` + queueLua + `
+` + queueLua + counterLua + `
+	local function fenceFor(p) -- a fenced place's token: the releaser's proposal p, where above the counter (else none)
+		p = tonumber(p or '')
+		local c = p and counter(KEYS[1] .. ':fence')
+		if not c or c >= p then return nil end
+		p = string.format('%.0f', p)
+		setCounter(KEYS[1] .. ':fence', p)
+		return p
+	end
 	local q, l = qkeys()
 	local h, left = head(q, l, now())
 	if h then
@@ -89,9 +104,9 @@ if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key'
 			reserve(left)
 			return 1
 		end
-		if grants(h) and not ARGV[4] then
+		if grants(h) and ARGV[4] ~= '1' then
 			if isSet(h) then grantRest(ARGV[3], h, KEYS[1]) end -- (their notices first)
-			grant(ARGV[3], q, l, h, left)
+			grant(ARGV[3], q, l, h, left, nil, fenced(h) and fenceFor(ARGV[5]) or nil)
 			return {1, h}
 		end
 		reserve(left, nil, ARGV[1])

@@ -79,6 +79,10 @@ package wire
 // instead of waking it (grant): the key is set to the place's ID (marked
 // while places are left), until the place's lapse; the place and its
 // look's number leave, and its Client is told with LetIn and that number.
+// A fenced waiter's ID has 'wif' (fenced): a one-key release that hands
+// it a fencing token names the token in the notice, after the number and
+// an 'f' (releaseSrc); a grant without one only keeps the key for the
+// waiter's attempt, which takes it (acquireFencedScript) and gets one.
 const queueLua = nowLua + queueFnsLua
 
 // nowLua defines now(), the node's time in ms: the one function of
@@ -165,20 +169,22 @@ end
 local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
 local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
 local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
+local function fenced(id) return string.find(id, '.wif', 1, true) ~= nil end
 local function isSet(id) return string.find(id, '.wis', 1, true) ~= nil end
 local function forget(k, x) -- place x's look number and set's keys at k go
 	redis.call('ZREM', k .. ':seq', x)
 	if isSet(x) then redis.call('DEL', k .. ':set:' .. x) end
 end
-local function admitted(prefix, q, l, x, k) -- place x leaves, and its Client is told it is in, naming its look
+local function admitted(prefix, q, l, x, k, fence) -- place x leaves, and its Client is told it is in, naming its look (and the fence)
 	leave(q, l, x)
 	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set the lapse, or one before it
 	if n then forget(k, x) elseif isSet(x) then redis.call('DEL', k .. ':set:' .. x) end -- (its :seq key may have lapsed between looks)
+	if fence then n = (n or '') .. 'f' .. fence end
 	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
-local function grant(prefix, q, l, x, left, k) -- writer x takes the free key k, until its place's lapse
+local function grant(prefix, q, l, x, left, k, fence) -- writer x takes the free key k, until its place's lapse
 	k = k or KEYS[1]
-	admitted(prefix, q, l, x, k) -- (the script's writes are seen together)
+	admitted(prefix, q, l, x, k, fence) -- (the script's writes are seen together)
 	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
 end
 local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, if each is free here with x first

@@ -1,0 +1,145 @@
+package redlock
+
+import (
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file is a let-in or granted waiter's admissions (letin.go): which
+// nodes let it in, from when each counts, and, for a fenced waiter, the
+// fencing token each grant handed out; and when they hold the lock.
+
+// admission is a let-in waiter's record of its looks and admissions
+// (a granted writer's: grants), guarded by the handoff's mu. sends is nil
+// for a waiter that is never let in or granted the key (a reader with a
+// token of its own, a writer but as grantable says).
+type admission struct {
+	seq   int64               // the number of its last look
+	sends map[int64]time.Time // its recent looks' sends, by number
+	// keys: the admissions of each key in whose queue it has a place:
+	// one, or a semaphore's slots (in eachQueueKey's order), each of
+	// which a release may grant it
+	keys []admits
+	took bool // it holds by its place's ID
+	// attempted: a writer that has attempted (or been handed an
+	// attempt): its attempt may have taken, or a failed one's gate
+	// reserved, a key a release granted its place, so its admissions no
+	// longer count; they wake it to attempt.
+	attempted bool
+}
+
+// admits is a waiter's admissions to one key.
+type admits struct {
+	from     []time.Time // per node counted: the send its admission counts from
+	admitted uint64      // nodes that let it in (bit i: node i)
+	counted  uint64      // of those, the ones that count towards holding
+	// fences, a fenced waiter's (nil otherwise): per node counted, the
+	// fencing token its grant handed out (see fencedGrant)
+	fences []int64
+}
+
+// agreeing returns the counted admissions that hold together, and their
+// fencing token: all of them, but for a fenced waiter's, those that name
+// the token most of them name. A majority that shows one token holds the
+// lock with it (docs/fencing.md, claim 3); grants with different tokens
+// (of two releases) never add up.
+func (a *admits) agreeing() (uint64, int64) {
+	if a.fences == nil {
+		return a.counted, 0
+	}
+	if mutated(mutFencesMixed) {
+		return a.counted, slices.Max(a.fences)
+	}
+	var best uint64
+	var fence int64
+	for i, f := range a.fences {
+		if a.counted&(1<<i) == 0 {
+			continue
+		}
+		var m uint64
+		for j, g := range a.fences {
+			if a.counted&(1<<j) != 0 && g == f {
+				m |= 1 << j
+			}
+		}
+		if bits.OnesCount64(m) > bits.OnesCount64(best) {
+			best, fence = m, f
+		}
+	}
+	return best, fence
+}
+
+// mask is agreeing's mask alone.
+func mask(m uint64, _ int64) uint64 { return m }
+
+// parseAdmission reads a let-in notice's look number n, and, after an
+// 'f', the fencing token a fenced waiter's grant handed out (0: none).
+func parseAdmission(n string) (seq, fence int64, err error) {
+	s, f, fenced := strings.Cut(n, "f")
+	if seq, err = strconv.ParseInt(s, 10, 64); err != nil || !fenced {
+		return seq, 0, err
+	}
+	fence, err = strconv.ParseInt(f, 10, 64)
+	return seq, fence, err
+}
+
+// admitsOf returns w's admissions to rkey, nil if it has no place there.
+func (w *waiter) admitsOf(rkey string) *admits {
+	k := 0
+	switch {
+	case w.t.slots != nil:
+		k = slices.IndexFunc(w.t.slots, func(st target) bool { return st.rkey == rkey })
+	case w.t.multiKey():
+		k = slices.Index(w.t.rkeys, rkey)
+	}
+	if k < 0 {
+		return nil
+	}
+	return &w.keys[k]
+}
+
+// letInQuorum is how many admissions hold the lock: a majority.
+func (h *handoff) letInQuorum() int {
+	if mutated(mutLetInMinority) {
+		return h.c.quorum() - 1
+	}
+	return h.c.quorum()
+}
+
+// letInFrom returns the time a key's admissions hold it from: the
+// earliest of the best majority's, if a majority count.
+func (a *admits) letInFrom(quorum int) (time.Time, bool) {
+	var from []time.Time
+	agree, _ := a.agreeing()
+	for i, t := range a.from {
+		if agree&(1<<i) != 0 {
+			from = append(from, t)
+		}
+	}
+	if len(from) < quorum {
+		return time.Time{}, false
+	}
+	slices.SortFunc(from, func(a, b time.Time) int { return b.Compare(a) })
+	return from[quorum-1], true
+}
+
+// bestAdmits returns the key (its index in w.keys) whose admissions hold
+// it longest, and from when, if any key's count on a majority: one key,
+// or, for a semaphore's waiter, one of the slots releases granted it;
+// for a set's, the keys together (the index is 0), where every one is.
+func (w *waiter) bestAdmits(quorum int) (k int, a admits, from time.Time, ok bool) {
+	if w.t.multiKey() {
+		a = w.setAdmits()
+		from, ok = a.letInFrom(quorum)
+		return 0, a, from, ok
+	}
+	for i := range w.keys {
+		if f, held := w.keys[i].letInFrom(quorum); held && (!ok || f.After(from)) {
+			k, a, from, ok = i, w.keys[i], f, true
+		}
+	}
+	return k, a, from, ok
+}
