@@ -1,0 +1,194 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+)
+
+// A fenced waiter granted the key by a fenced holder's release, with the
+// fencing token the release proposed (docs/fencing.md, "A fenced waiter
+// granted the key by the release"), against real redis-server.
+
+// fencedWaiters starts n Clients with WithFencing whose successful
+// acquisitions' events go to the returned function's list, in order.
+func fencedWaiters(t *testing.T, nodes []*Node, n int) ([]*redlock.Client, func() []redlock.Event) {
+	var mu sync.Mutex
+	var acquires []redlock.Event
+	cs := make([]*redlock.Client, n)
+	for i := range cs {
+		cs[i] = newClient(t, Clients(t, nodes, nil), redlock.WithFencing(), redlock.WithObserver(func(e redlock.Event) {
+			if e.Kind == redlock.EventAcquire && e.Err == nil {
+				mu.Lock()
+				acquires = append(acquires, e)
+				mu.Unlock()
+			}
+		}))
+	}
+	return cs, func() []redlock.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]redlock.Event(nil), acquires...)
+	}
+}
+
+// lockInBackground starts c.Lock(key) and returns its result's channel.
+func lockInBackground(t *testing.T, c *redlock.Client, key string) <-chan *redlock.Lock {
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(t.Context(), key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
+}
+
+// counterOnMajority fails t unless a majority of nodes show fence as key's
+// fence counter: the token of a grant taken from a proposal.
+func counterOnMajority(t *testing.T, nodes []*Node, key string, fence uint64) {
+	t.Helper()
+	showing := 0
+	for _, n := range nodes {
+		c, err := Counter(t.Context(), Admin(t, n), RedisKey(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c == fence {
+			showing++
+		}
+	}
+	if showing < len(nodes)/2+1 {
+		t.Errorf("token %d is the fence counter on %d of %d nodes, fewer than a majority", fence, showing, len(nodes))
+	}
+}
+
+// noLockKeysLeft is noKeysLeft but for the fence counter, which stays.
+func noLockKeysLeft(t *testing.T, nodes []*Node, key string) {
+	t.Helper()
+	for _, nd := range nodes {
+		for _, k := range Admin(t, nd).Keys(context.Background(), "*"+key+"*").Val() {
+			if !strings.HasSuffix(k, ":fence") {
+				t.Errorf("%s: %s left after every Unlock", nd.Addr, k)
+			}
+		}
+	}
+}
+
+// TestFencedWaiterGrantedByRelease: with WithFencing and otherwise default
+// options, Lock calls waiting behind another Client's fenced holder are
+// granted the key by its release, and the second by the first's, without
+// attempts of their own (each holds by its place's ID, ".wif"), each with
+// a fencing token above the one before, which a majority of the nodes
+// show as their counter (no write-back needed).
+func TestFencedWaiterGrantedByRelease(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	key := UniqueKey(t, nodes)
+	holder := newClient(t, Clients(t, nodes, nil), redlock.WithFencing())
+	waiters, acquires := fencedWaiters(t, nodes, 2)
+	ctx := t.Context()
+	h, err := holder.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := lockInBackground(t, waiters[0], key)
+	waitQueued(t, nodes, key, 1)
+	second := lockInBackground(t, waiters[1], key)
+	waitQueued(t, nodes, key, 2)
+	heardBy(t, nodes, key)
+	last := h.Fence()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range []<-chan *redlock.Lock{first, second} {
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		if !strings.Contains(l.Token(), ".wif") {
+			t.Errorf("token %q: not a fenced granted place's ID", l.Token())
+		}
+		if l.Fence() <= last {
+			t.Errorf("fencing token %d after %d", l.Fence(), last)
+		}
+		last = l.Fence()
+		counterOnMajority(t, nodes, key, l.Fence())
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es := acquires()
+	if len(es) != 2 {
+		t.Fatalf("%d acquisitions, want 2", len(es))
+	}
+	for _, e := range es {
+		if !e.LetIn {
+			t.Errorf("an acquisition not granted by a release: %+v", e)
+		}
+		checkLetInNodes(t, e, len(nodes))
+	}
+	noLockKeysLeft(t, nodes, key)
+}
+
+// TestFencedWaiterAttempts: where the release has no token to hand out
+// (the fence counters are ahead of its proposal, as after another
+// Client's clock ran far ahead, or an unfenced holder's release proposes
+// none) it grants a fenced waiter the key without one, and the waiter's
+// attempt takes the key and gets a token above the counters.
+func TestFencedWaiterAttempts(t *testing.T) {
+	const ahead = 1 << 51 // above any proposal for a century
+	for _, tc := range []struct {
+		name    string
+		holder  []redlock.Option
+		counter uint64 // set on every node once the holder holds (0: none)
+	}{
+		{name: "counters ahead of the proposal", holder: []redlock.Option{redlock.WithFencing()}, counter: ahead},
+		{name: "an unfenced holder"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := StartNodes(t, 3)
+			key := UniqueKey(t, nodes)
+			holder := newClient(t, Clients(t, nodes, nil), tc.holder...)
+			waiters, acquires := fencedWaiters(t, nodes, 1)
+			ctx := t.Context()
+			h, err := holder.Lock(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range nodes {
+				if tc.counter == 0 {
+					break
+				}
+				if err := Admin(t, n).ZAdd(ctx, RedisKey(key)+":fence", redis.Z{Score: float64(tc.counter), Member: "c"}).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := lockInBackground(t, waiters[0], key)
+			waitQueued(t, nodes, key, 1)
+			heardBy(t, nodes, key)
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := <-got
+			if l == nil {
+				t.FailNow()
+			}
+			if l.Fence() <= tc.counter || strings.Contains(l.Token(), ".wif") {
+				t.Errorf("token %q, fence %d: want an attempt's, with a fencing token above %d", l.Token(), l.Fence(), tc.counter)
+			}
+			if es := acquires(); len(es) != 1 || es[0].LetIn {
+				t.Errorf("acquisitions %+v: want one, by an attempt", es)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			noLockKeysLeft(t, nodes, key)
+		})
+	}
+}
