@@ -208,7 +208,7 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 		id = h.id + ".ri" + strconv.Itoa(h.seq)
 	case granted && t.multiKey(): // a set: a release grants its other keys too, where they are free for it (wire's grantRest)
 		id = h.id + ".wis" + strconv.Itoa(h.seq)
-	case granted && lc.fencing: // a fenced waiter: granted only with a fencing token (wire's releaseSrc)
+	case granted && lc.fencing: // a fenced waiter: holds by grants that name its fencing token (wire's releaseSrc)
 		id = h.id + ".wif" + strconv.Itoa(h.seq)
 	case granted: // and the writers a release may grant the key (letin.go)
 		id = h.id + ".wi" + strconv.Itoa(h.seq)

@@ -75,10 +75,11 @@ func grantable(t target, lc *lockConfig) bool {
 
 // fencedGrant reports whether a fenced waiter for t may be granted the key
 // by a release: a one-key mutex's (not a semaphore's), whose holder's
-// release proposes the waiter's fencing token (Unlock), and each node
-// grants only where the proposal is above its fence counter, which it
-// raises to it (wire's releaseSrc): the fast path's token, taken on a
-// majority (docs/fencing.md).
+// release proposes the waiter's fencing token (Unlock). A node names it
+// with the grant only where it is above the node's fence counter, which
+// it raises to it (wire's releaseSrc): the fast path's token, once a
+// majority name it (docs/fencing.md); a grant that names none keeps the
+// key for the waiter's attempt.
 func fencedGrant(t target) bool { return t.mode == wire.ModeMutex && t.rkeys == nil && t.slots == nil }
 
 // isGrantee reports whether id is the place of a writer a release may
