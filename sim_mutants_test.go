@@ -168,6 +168,11 @@ var mutants = []mutant{
 	// budget: TestLetInMutantsCaught builds the schedule.
 	scriptMutant("an attempt takes a key granted to another waiter's place (issue 27)", (&wire.Op{Kind: wire.OpAcquire}).Source(),
 		"(v == ARGV[4] or string.sub(v, 1, #ARGV[4] + 1) == ARGV[4] .. '\\0')", "string.find(v, '.wi', 1, true)"),
+	// A grant that outlives the place it was made to (issue 27): a waiter
+	// that died or was cut off keeps the key 10 s past its place's lapse.
+	everywhere("a release's grant outlives the granted place's lapse (issue 27)",
+		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)",
+		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left + 10000)"),
 	// A fenced waiter granted the key by a release, with the releaser's
 	// proposal for its token (fencedGrant, issue 27): the grant that
 	// leaves the counter below the token the simulator did not catch in
