@@ -89,4 +89,14 @@ func TestLetInScripts(t *testing.T) {
 	require.Equal(t, []any{int64(1), "c.ri6"}, release(wire.ModeWrite, "w2"))
 	require.Equal(t, int64(0), rc.Exists(ctx, solo).Val(), "nobody left to reserve the key for")
 	require.Equal(t, []string{"c.ri6"}, rc.ZRange(ctx, solo+":readers", 0, -1).Val())
+
+	// A reader that looked and then enters by its own attempt takes its
+	// look's number out with its place.
+	key = "redlock:{entered}"
+	look(wire.ModeRead, "c.ri7", 700, 4)
+	a := wire.NewOp(wire.OpAcquire, key, "rtok", "rtok", ttl)
+	a.Mode, a.Place = wire.ModeRead, &wire.Place{ID: "c.ri7", Ticket: 700, Lease: lease}
+	require.Equal(t, int64(1), run(a))
+	require.Empty(t, rc.ZRange(ctx, key+":queue", 0, -1).Val())
+	require.Empty(t, rc.ZRange(ctx, key+":seq", 0, -1).Val(), "its look's number goes with its place")
 }

@@ -81,7 +81,10 @@ local mine = redis.call('ZSCORE', r, ARGV[1])
 if not mine and (ticket ~= '0' or redis.call('EXISTS', q) == 1) then
 	local w, left = writerAhead(q, l, t, id)
 	if w then return refuse({-1 - left, '', w}) end
-	if ticket ~= '0' then leave(q, l, id) end
+	if ticket ~= '0' then
+		leave(q, l, id)
+		if letsIn(id) then forget(KEYS[1], id) end -- and its look's number
+	end
 	if v and not head(q, l, t) then redis.call('DEL', KEYS[1]) end -- the queue's reservation, with nobody left in it
 end
 local ttl = tonumber(ARGV[3])
