@@ -66,21 +66,24 @@ import (
 // read-write lock's writer, a semaphore's (a slot) or a set's (each key
 // by its release: the set holds where every key is granted), without a
 // token of its own (it would hold by its place's ID) or metadata (the
-// node has none to set); with fencing, a one-key mutex's only, whose
-// release hands out its fencing token (fencedGrant).
+// node has none to set); with fencing, a one-key mutex's or a writer's
+// only, whose holder's release hands out its fencing token (fencedGrant).
 func grantable(t target, lc *lockConfig) bool {
 	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
 	return kind && lc.token == "" && lc.meta == "" && (!lc.fencing || fencedGrant(t))
 }
 
 // fencedGrant reports whether a fenced waiter for t may be granted the key
-// by a release: a one-key mutex's (not a semaphore's), whose holder's
-// release proposes the waiter's fencing token (Unlock). A node names it
+// by a release: a one-key mutex's (not a semaphore's) or a read-write
+// lock's writer, whose holder's release proposes the waiter's fencing
+// token (Unlock; a reader's release proposes none). A node names it
 // with the grant only where it is above the node's fence counter, which
 // it raises to it (wire's releaseSrc): the fast path's token, once a
 // majority name it (docs/fencing.md); a grant that names none keeps the
 // key for the waiter's attempt.
-func fencedGrant(t target) bool { return t.mode == wire.ModeMutex && t.rkeys == nil && t.slots == nil }
+func fencedGrant(t target) bool {
+	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil && t.slots == nil
+}
 
 // isGrantee reports whether id is the place of a writer a release may
 // grant the key (see grantable).

@@ -192,3 +192,67 @@ func TestFencedWaiterAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestFencedWriterGrantedByRelease: a read-write lock's fenced writer
+// waiting behind another Client's fenced writer is granted the key by its
+// release, with a token above the holder's; one waiting behind a reader is
+// granted it by the reader's release without a token (a reader has none
+// to propose), and its attempt takes the key and gets one.
+func TestFencedWriterGrantedByRelease(t *testing.T) {
+	for _, behindReader := range []bool{false, true} {
+		t.Run(map[bool]string{false: "behind a writer", true: "behind a reader"}[behindReader], func(t *testing.T) {
+			nodes := StartNodes(t, 3)
+			key := UniqueKey(t, nodes)
+			rwKey := "rw:" + key // the read-write lock's key in the nodes
+			ctx := t.Context()
+			holder, err := newClient(t, Clients(t, nodes, nil)).RWMutex(key, redlock.WithFencing())
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiters, acquires := fencedWaiters(t, nodes, 1)
+			wm, err := waiters[0].RWMutex(key, redlock.WithFencing())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lock := holder.Lock
+			if behindReader {
+				lock = holder.RLock
+			}
+			h, err := lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan *redlock.Lock, 1)
+			go func() {
+				l, err := wm.Lock(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			waitQueued(t, nodes, rwKey, 1)
+			heardBy(t, nodes, rwKey)
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w := <-got
+			if w == nil {
+				t.FailNow()
+			}
+			granted := strings.Contains(w.Token(), ".wif")
+			if granted == behindReader || w.Fence() <= h.Fence() {
+				t.Errorf("token %q, fence %d after %d: want a grant by a writer's release (an attempt behind a reader), above", w.Token(), w.Fence(), h.Fence())
+			}
+			if granted {
+				counterOnMajority(t, nodes, rwKey, w.Fence())
+			}
+			if es := acquires(); len(es) != 1 || es[0].LetIn != granted {
+				t.Errorf("acquisitions %+v: want one, LetIn %v", es, granted)
+			}
+			if err := w.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			noLockKeysLeft(t, nodes, rwKey)
+		})
+	}
+}

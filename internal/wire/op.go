@@ -18,7 +18,7 @@ type Op struct {
 	Keys              []string      // a multi-key lock's keys (acquires, extend, release, fence write-back); nil for one key
 	Mode              Mode          // the primitive: selects its scripts
 	TTL               time.Duration // TTL, or cooldown for release
-	Fence             int64         // OpFenceWrite: the token to write back; OpAcquireFenced: the proposal; OpProclaim: the term; OpRelease (a one-key mutex's): the proposal a fenced waiter it grants gets
+	Fence             int64         // OpFenceWrite: the token to write back; OpAcquireFenced: the proposal; OpProclaim: the term; OpRelease (a one-key mutex's or a writer's): the proposal a fenced waiter it grants gets
 	Quiet             bool          // OpQueue: leave the queue
 	Wake              any           // OpRelease, OpQueue: the wake channels' prefix (a string); nil: wake nobody; an acquire's: its take-backs
 	Place             *Place        // acquires: the caller's place in the wait queue, if it has one; OpQueue: whose
@@ -152,7 +152,7 @@ func (o *Op) release(keys []string, ms int64) {
 	switch {
 	case o.WakeOnly:
 		o.set(keys, o.Token, ms, o.wakeArg(), 1)
-	case o.Fence != 0 && o.Keys == nil && o.Mode == ModeMutex: // a fenced waiter's token, if the release grants it
+	case o.Fence != 0 && o.Keys == nil && (o.Mode == ModeMutex || o.Mode == ModeWrite): // a fenced waiter's token, if the release grants it
 		o.set(keys, o.Token, ms, o.wakeArg(), 0, o.Fence)
 	default:
 		o.set(keys, o.Token, ms, o.wakeArg())
