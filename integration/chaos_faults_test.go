@@ -159,14 +159,20 @@ func readNodesEvery(nodes []*Node, period time.Duration, read func(ctx context.C
 	}
 }
 
-// fencedAndGranted runs a chaos run twice: fenced, when no acquisition
-// may be held by a place's ID (fenced waiters attempt, never granted),
-// and with the default options, when some must be (the run tests the
-// grant by release). run returns how many of its acquisitions (what)
-// were held by a place's ID.
-func fencedAndGranted(t *testing.T, what string, run func(*testing.T, ...redlock.Option) int64) {
+// fencedAndGranted runs a chaos run twice: fenced, and with the default
+// options, when some acquisitions must be held by a place's ID (the run
+// tests the grant by release). Fenced, a set's or a permit's waiters
+// attempt, never granted (none may be held by a place's ID); a writer
+// behind a fenced writer is granted by its release, with the fencing
+// token it proposed (fencedGrants: some must be). run returns how many of
+// its acquisitions (what) were held by a place's ID.
+func fencedAndGranted(t *testing.T, what string, fencedGrants bool, run func(*testing.T, ...redlock.Option) int64) {
 	t.Run("fenced", func(t *testing.T) {
-		if granted := run(t, redlock.WithFencing()); granted != 0 {
+		granted := run(t, redlock.WithFencing())
+		switch {
+		case fencedGrants && granted == 0:
+			t.Fatalf("no fenced %s granted by a release: the run did not test the fenced grant", what)
+		case !fencedGrants && granted != 0:
 			t.Fatalf("%d fenced %s held by a place's ID", granted, what)
 		}
 	})

@@ -252,7 +252,7 @@ func TestMultiLockCheckerCanary(t *testing.T) {
 // keys are granted by their releases and a holder holds by its place's ID
 // (the node reader then knows no holder: a key granted alone, while the
 // set waits for another, is no holding).
-func TestChaosMultiLock(t *testing.T) { fencedAndGranted(t, "sets", chaosMultiLock) }
+func TestChaosMultiLock(t *testing.T) { fencedAndGranted(t, "sets", false, chaosMultiLock) }
 
 func chaosMultiLock(t *testing.T, extra ...redlock.Option) (granted int64) {
 	fenced := len(extra) > 0

@@ -249,11 +249,13 @@ func TestRWMutexCheckerCanary(t *testing.T) {
 // writer, never two writers (the lock's checker, fencing tokens in order,
 // on the writers), and a reader of every node never sees a writer's key
 // beside a live reader. Both sides make progress, and each worker its
-// share of its side's (fairShare). Twice: with fenced writers, which
-// attempt when the key frees, and with the default options, where a
-// writer's or the last reader's release grants the key to the waiting
-// writer (which must then happen: some writes are held by a place's ID).
-func TestChaosRWMutex(t *testing.T) { fencedAndGranted(t, "writes", chaosRWMutex) }
+// share of its side's (fairShare). Twice: with fenced writers, which a
+// fenced writer's release grants the key with a fencing token, and which
+// attempt behind readers (both must happen: some writes are held by a
+// place's ID), and with the default options, where a writer's or the
+// last reader's release grants the key to the waiting writer (which must
+// then happen).
+func TestChaosRWMutex(t *testing.T) { fencedAndGranted(t, "writes", true, chaosRWMutex) }
 
 // chaosRWMutex is TestChaosRWMutex's run, the workers' locks with opts;
 // it returns how many writes were held by a place's ID (granted by a

@@ -106,7 +106,7 @@ func TestSemaphoreCheckerCanary(t *testing.T) {
 // Twice: fenced, where waiters attempt the slot a release frees, and with
 // the default options, where the release grants it to the first waiter
 // (which must then happen: some permits are held by a place's ID).
-func TestChaosSemaphore(t *testing.T) { fencedAndGranted(t, "permits", chaosSemaphore) }
+func TestChaosSemaphore(t *testing.T) { fencedAndGranted(t, "permits", false, chaosSemaphore) }
 
 // chaosSemaphore is TestChaosSemaphore's run, the workers' semaphores
 // with opts; it returns how many permits were held by a place's ID
