@@ -72,8 +72,11 @@ func (a *admits) agreeing() (uint64, int64) {
 	return best, fence
 }
 
-// mask is agreeing's mask alone.
-func mask(m uint64, _ int64) uint64 { return m }
+// agreeingCount is how many admissions agreeing returns.
+func (a *admits) agreeingCount() int {
+	m, _ := a.agreeing()
+	return bits.OnesCount64(m)
+}
 
 // parseAdmission reads a let-in notice's look number n, and, after an
 // 'f', the fencing token a fenced waiter's grant handed out (0: none).

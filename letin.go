@@ -198,7 +198,7 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	switch {
 	case w.t.multiKey():
 		h.setAdmitted(q, w, rkey, a)
-	case counts && bits.OnesCount64(mask(a.agreeing())) == h.letInQuorum():
+	case counts && a.agreeingCount() == h.letInQuorum():
 		q.wake(w) // (a semaphore's: to the slot, rkey)
 	case bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a):
 		// Not to hold by these admissions (some do not count, or a fenced
@@ -241,7 +241,7 @@ func (s *waitLoop) awaitGrants() {
 // of the nodes that have not let it in yet and would count, could still
 // hold the lock; callers hold h.mu.
 func (h *handoff) mayCount(w *waiter, a *admits) bool {
-	n := bits.OnesCount64(mask(a.agreeing()))
+	n := a.agreeingCount()
 	for i := range h.c.nodes {
 		if a.admitted&(1<<i) == 0 && h.countsFrom(i) {
 			n++

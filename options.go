@@ -122,7 +122,10 @@ func WithMaxHold(d time.Duration) Option {
 // takes it (on an uncontended key, as a rule), that is the token, at no
 // extra cost. Otherwise the token is the largest a majority handed out,
 // written back to a majority before the lock is returned: one more round
-// trip, counted against the validity. A holder whose acquisition
+// trip, counted against the validity. A Lock waiting behind a fenced
+// holder of a one-key mutex (or a read-write lock's writer behind a
+// writer) is handed the key by that holder's release, with the token the
+// release proposed, once a majority granted it so. A holder whose acquisition
 // returned before another's began has the smaller token; tokens stay below
 // 2^53 and are never shared, even by holders that overlap because timing
 // assumptions failed. All clients of a key must list the nodes in the same

@@ -37,17 +37,29 @@ func fencedWaiters(t *testing.T, nodes []*Node, n int) ([]*redlock.Client, func(
 	}
 }
 
-// lockInBackground starts c.Lock(key) and returns its result's channel.
-func lockInBackground(t *testing.T, c *redlock.Client, key string) <-chan *redlock.Lock {
+// lockInBackground starts lock and returns the wait for its Lock, which
+// fails t at once if it failed.
+func lockInBackground(t *testing.T, lock func(context.Context) (*redlock.Lock, error)) func() *redlock.Lock {
 	got := make(chan *redlock.Lock, 1)
 	go func() {
-		l, err := c.Lock(t.Context(), key)
+		l, err := lock(t.Context())
 		if err != nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	return got
+	return func() *redlock.Lock {
+		l := <-got
+		if l == nil {
+			t.FailNow()
+		}
+		return l
+	}
+}
+
+// locking is c.Lock of key, for lockInBackground.
+func locking(c *redlock.Client, key string) func(context.Context) (*redlock.Lock, error) {
+	return func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, key) }
 }
 
 // counterOnMajority fails t unless a majority of nodes show fence as key's
@@ -97,20 +109,17 @@ func TestFencedWaiterGrantedByRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := lockInBackground(t, waiters[0], key)
+	first := lockInBackground(t, locking(waiters[0], key))
 	waitQueued(t, nodes, key, 1)
-	second := lockInBackground(t, waiters[1], key)
+	second := lockInBackground(t, locking(waiters[1], key))
 	waitQueued(t, nodes, key, 2)
 	heardBy(t, nodes, key)
 	last := h.Fence()
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, got := range []<-chan *redlock.Lock{first, second} {
-		l := <-got
-		if l == nil {
-			t.FailNow()
-		}
+	for _, wait := range []func() *redlock.Lock{first, second} {
+		l := wait()
 		if !strings.Contains(l.Token(), ".wif") {
 			t.Errorf("token %q: not a fenced granted place's ID", l.Token())
 		}
@@ -169,16 +178,13 @@ func TestFencedWaiterAttempts(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got := lockInBackground(t, waiters[0], key)
+			wait := lockInBackground(t, locking(waiters[0], key))
 			waitQueued(t, nodes, key, 1)
 			heardBy(t, nodes, key)
 			if err := h.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			l := <-got
-			if l == nil {
-				t.FailNow()
-			}
+			l := wait()
 			if l.Fence() <= tc.counter || strings.Contains(l.Token(), ".wif") {
 				t.Errorf("token %q, fence %d: want an attempt's, with a fencing token above %d", l.Token(), l.Fence(), tc.counter)
 			}
@@ -222,23 +228,13 @@ func TestFencedWriterGrantedByRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan *redlock.Lock, 1)
-			go func() {
-				l, err := wm.Lock(ctx)
-				if err != nil {
-					t.Error(err)
-				}
-				got <- l
-			}()
+			wait := lockInBackground(t, wm.Lock)
 			waitQueued(t, nodes, rwKey, 1)
 			heardBy(t, nodes, rwKey)
 			if err := h.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			w := <-got
-			if w == nil {
-				t.FailNow()
-			}
+			w := wait()
 			granted := strings.Contains(w.Token(), ".wif")
 			if granted == behindReader || w.Fence() <= h.Fence() {
 				t.Errorf("token %q, fence %d after %d: want a grant by a writer's release (an attempt behind a reader), above", w.Token(), w.Fence(), h.Fence())

@@ -152,7 +152,7 @@ func (o *Op) release(keys []string, ms int64) {
 	switch {
 	case o.WakeOnly:
 		o.set(keys, o.Token, ms, o.wakeArg(), 1)
-	case o.Fence != 0 && o.Keys == nil && (o.Mode == ModeMutex || o.Mode == ModeWrite): // a fenced waiter's token, if the release grants it
+	case o.Fence != 0: // a fenced waiter's token, if the release grants it (set on a one-key mutex's or writer's release only)
 		o.set(keys, o.Token, ms, o.wakeArg(), 0, o.Fence)
 	default:
 		o.set(keys, o.Token, ms, o.wakeArg())
