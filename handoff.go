@@ -97,8 +97,8 @@ type waiter struct {
 	woke        string               // the key whose release last woke it
 	readersLeft int                  // a writer's: nodes that said their last reader left, since its last attempt
 	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since, each to whether it was split
-	mustLook    bool                 // a set's: woken while blocked was not empty
-	soon        *time.Timer          // a set's: wakes it to look, or to attempt (see lookSoon, attemptSoon)
+	mustLook    bool                 // woken to look: a set's while blocked was not empty, or granted on a minority (see lookSoon)
+	soon        *time.Timer          // wakes it to look, or a set to attempt (see lookSoon, attemptSoon)
 	soonDue     bool                 // soon's wake is still due
 	freed       map[string]time.Time // a set's: when each key's release last reached it
 	admission                        // a reader's admissions by writers' releases (letin.go)

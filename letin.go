@@ -195,11 +195,17 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 			a.fences[i] = fence
 		}
 	}
+	h.admitted(q, w, rkey, a, counts)
+}
+
+// admitted wakes w, if its admissions a at rkey call for it now that
+// another came (counts: that one counts); callers hold h.mu.
+func (h *handoff) admitted(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
 	switch {
 	case w.t.multiKey():
 		h.setAdmitted(q, w, rkey, a)
 	case counts && a.agreeingCount() == h.letInQuorum():
-		q.wake(w) // (a semaphore's: to the slot, rkey)
+		q.wakeToAttempt(w) // (a semaphore's: to the slot, rkey)
 	case bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a):
 		// Not to hold by these admissions (some do not count, or a fenced
 		// waiter's have no token or name different ones): let in on a
@@ -207,8 +213,31 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 		// have woken it to), and its attempt is granted where it was let
 		// in; but not while the nodes yet to let it in could still make a
 		// majority that counts (a writer's attempt ends its grants).
-		q.wake(w)
+		q.wakeToAttempt(w)
+	case counts && a.agreeingCount() < h.letInQuorum() && !w.t.choosesSlot() && !w.soonDue && !mutated(mutGrantsStuckWait):
+		// Granted on a minority so far: the rest of the release's notices
+		// are about a round trip behind. Should they not come (the other
+		// nodes granted other waiters: see grantsStuck), a look sees it.
+		q.lookSoon(w)
 	}
+}
+
+// giveBack notes that w gives back the grants its last look found stuck
+// (grantsStuck), unless its admissions hold the lock by now (their wake
+// is on its way) or it took them: they count no more, as after an
+// attempt, so that w can never hold by a node whose grant it released.
+// It reports whether to release them.
+func (h *handoff) giveBack(w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.took || w.sends == nil {
+		return false
+	}
+	if a := w.admitsOf(w.t.rkey); !w.attempted && a != nil && a.agreeingCount() >= h.letInQuorum() {
+		return false
+	}
+	w.attempted = true
+	return true
 }
 
 // takeLetIn returns the Lock its admissions hold, if they do (after

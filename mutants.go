@@ -61,6 +61,10 @@ const (
 	// mutFencesMixed: a fenced waiter's grants count together whatever
 	// tokens they name, and it holds with the largest.
 	mutFencesMixed
+	// mutGrantsStuckWait: a waiter whose grants can no longer make a
+	// majority keeps them until they lapse (a lease), as before
+	// 2026-11-29.
+	mutGrantsStuckWait
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -70,7 +70,7 @@ func (h *handoff) notice(node int, payload string) {
 		// since its last attempt (sooner, it would find readers left).
 		if w := q.waiters[head]; w != nil {
 			if w.readersLeft++; w.readersLeft == h.c.quorum() {
-				q.wake(w)
+				q.wakeToAttempt(w)
 			}
 		}
 		return
@@ -95,9 +95,8 @@ func (h *handoff) notice(node int, payload string) {
 				}
 				return
 			}
-			w.mustLook = false
 		}
-		q.wake(w)
+		q.wakeToAttempt(w)
 	}
 }
 
@@ -119,7 +118,9 @@ func splitNotice(payload string) (rkey, token, head string, ok bool) {
 // other keys waits for their releases before it looks (see lookSoon).
 const setLookDelay = 2 * time.Millisecond
 
-// lookSoon wakes the set's waiter w to look, setLookDelay from now: a
+// lookSoon wakes the set's waiter w to look, setLookDelay from now (a
+// one-key waiter too, granted the key on a minority of nodes: see
+// letInNotice): a
 // holder that held several of its keys releases them at once, and the
 // notices of the others come within about a round trip, when w can
 // attempt at once (its wake then cancels this one); if they do not come,
@@ -281,11 +282,20 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) s
 			}
 		}
 	}
-	q.wake(w)
+	q.wakeToAttempt(w)
 	if w == nil {
 		return ""
 	}
 	return w.ID
+}
+
+// wakeToAttempt wakes w, if not nil, to attempt: a look it was to make
+// first (lookSoon) is not made. Callers hold the handoff's mu.
+func (q *waitQueue) wakeToAttempt(w *waiter) {
+	if w != nil {
+		w.mustLook = false
+	}
+	q.wake(w)
 }
 
 // wake wakes w, if not nil, by the release of q's key; a wake is kept

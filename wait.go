@@ -60,7 +60,7 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 
 // wokenToAttempt reports whether a wake calls for an attempt rather than
 // a look: not for a set that may still wait for another of its keys (see
-// handoff.block), and for a semaphore's waiter only when it knows the
+// handoff.block), nor for a waiter woken to look (lookSoon), and for a semaphore's waiter only when it knows the
 // slot whose release woke it, which it then attempts.
 func (s *waitLoop) wokenToAttempt() bool {
 	switch {
@@ -71,7 +71,7 @@ func (s *waitLoop) wokenToAttempt() bool {
 		s.slot = slices.IndexFunc(s.t.slots, func(st target) bool { return st.rkey == woke })
 		return s.slot >= 0
 	}
-	return true
+	return !s.c.hand.lookFirst(s.w) // (woken by a lookSoon of its grants)
 }
 
 // waitLoop is one Lock call between its tries.

@@ -1,0 +1,123 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/redlock-go/redlock/internal/wire"
+)
+
+// TestGrantsSplitBetweenWaiters: three Lock calls queue together (tickets
+// a < b < c) behind a holder, and their joins reach the nodes in
+// different orders: on nodes 0 and 1 only c's has arrived when the
+// holder's release does, on node 2 b's and c's, on nodes 3 and 4 all
+// three (a's and b's land 3 ms after the release). Each release grants the key to the first waiter it finds: c on
+// two nodes, b on one, a on two. No one has a majority, and every grant
+// stays until its place's lapse, a lease. The waiter whose grants can no
+// longer make a majority (c: node 2 is b's with a first, nodes 3 and 4
+// a's with b first) gives them back, and those nodes grant the key to a,
+// now first there: a holds a few round trips after the release, and b
+// and c follow. Before, the first of them held a lease (1 s) after the
+// release; so it does under the mutant that keeps the grants.
+func TestGrantsSplitBetweenWaiters(t *testing.T) {
+	if broke := grantsSplitBroken(t); broke != "" {
+		t.Fatal(broke)
+	}
+}
+
+func TestGrantsSplitMutantsCaught(t *testing.T) {
+	requireCaught(t, []scheduledMutant{
+		{"grants that can no longer make a majority are kept until they lapse", mutGrantsStuckWait, grantsSplitBroken},
+	})
+}
+
+// grantsSplitBroken runs the schedule of TestGrantsSplitBetweenWaiters
+// and returns what broke ("" if nothing did): a Lock call that did not
+// hold within 100 ms of the release, or an error.
+func grantsSplitBroken(t *testing.T) string {
+	var broke string
+	synctest.Test(t, func(t *testing.T) {
+		took := grantsSplit(t)
+		if len(took) != 3 {
+			broke = "a Lock call failed"
+			return
+		}
+		t.Logf("held after the release: %v", took)
+		for i, d := range took {
+			if d >= 100*time.Millisecond {
+				broke = fmt.Sprintf("the Lock that held %s held %v after the release (a lease is 1 s)", []string{"first", "second", "third"}[i], d)
+				return
+			}
+		}
+	})
+	return broke
+}
+
+// grantsSplit runs TestGrantsSplitBetweenWaiters' schedule and returns,
+// in the order they held, how long after the holder's release each of
+// the three Lock calls held the key.
+func grantsSplit(t *testing.T) []time.Duration {
+	fakes := newFakeNodes(5)
+	holder := newTestClient(t, fakes)
+	ws := []*Client{newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)}
+	late := func(node int, id string) bool { // a's and b's joins on nodes 0 and 1, a's on node 2
+		switch {
+		case node <= 1:
+			return strings.HasPrefix(id, ws[0].hand.id+".") || strings.HasPrefix(id, ws[1].hand.id+".")
+		case node == 2:
+			return strings.HasPrefix(id, ws[0].hand.id+".")
+		}
+		return false
+	}
+	var joins atomic.Int64 // when a's and b's late joins land: 3 ms after the release
+	joins.Store(time.Now().Add(time.Hour).UnixNano())
+	for i, f := range fakes {
+		f.delay = 100 * time.Microsecond
+		f.hold = func(o *wire.Op) { // the joins, and any look before then (looks are not ordered behind them here)
+			if o.Kind == wire.OpQueue && o.Place != nil && o.Place.Ticket != 0 && late(i, o.Place.ID) {
+				for time.Now().UnixNano() < joins.Load() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+	}
+	ctx := t.Context()
+	l, err := holder.Lock(ctx, "k")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var released time.Time
+	var took []time.Duration
+	var wg sync.WaitGroup
+	for w, c := range ws {
+		wg.Go(func() {
+			l, err := c.Lock(ctx, "k")
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			took = append(took, time.Since(released))
+			t.Logf("%c held", 'a'+w)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			assert.NoError(t, l.Unlock(context.WithoutCancel(ctx)))
+		})
+		time.Sleep(time.Millisecond) // tickets a < b < c
+	}
+	time.Sleep(10 * time.Millisecond)
+	mu.Lock()
+	released = time.Now()
+	mu.Unlock()
+	joins.Store(released.Add(3 * time.Millisecond).UnixNano())
+	require.NoError(t, l.Unlock(ctx))
+	wg.Wait()
+	return took
+}
