@@ -90,6 +90,9 @@ type waiter struct {
 	// to its place (or it let in) on some node, whose notice is then on
 	// its way (see waitLoop.awaitGrants); 0 otherwise. Its wait loop's.
 	grantSeen time.Duration
+	// lookRTT: how long its last one-key look took (ns), which bounds how
+	// far behind one another a release's notices come (see lookSoon)
+	lookRTT atomic.Int64
 
 	// Guarded by the handoff's mu (notice.go, handover.go):
 	asleep      *lockConfig          // its Lock call's, while it sleeps between tries

@@ -48,6 +48,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 			req.judge = c.hand.hearing(req.judge)
 		}
 		r := c.send(ctx, req)
+		w.lookRTT.Store(int64(time.Since(sent)))
 		c.endLook(w, r)
 		if r.cutShort() && w.unwake() {
 			return 0, tryFailure{} // a set woken to attempt while it looked

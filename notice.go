@@ -118,14 +118,13 @@ func splitNotice(payload string) (rkey, token, head string, ok bool) {
 // other keys waits for their releases before it looks (see lookSoon).
 const setLookDelay = 2 * time.Millisecond
 
-// lookSoon wakes the set's waiter w to look, setLookDelay from now (a
-// one-key waiter too, granted the key on a minority of nodes: see
-// letInNotice): a
-// holder that held several of its keys releases them at once, and the
-// notices of the others come within about a round trip, when w can
-// attempt at once (its wake then cancels this one); if they do not come,
-// a key may have been freed unannounced, which the look sees. Callers
-// hold the handoff's mu.
+// lookSoon wakes the waiter w to look, setLookDelay from now: a set's,
+// or a one-key waiter granted the key on a minority of nodes so far (see
+// handoff.admitted and grantsStuck). For a set: a holder that held
+// several of its keys releases them at once, and the notices of the
+// others come within about a round trip, when w can attempt at once (its
+// wake then cancels this one); if they do not come, a key may have been
+// freed unannounced, which the look sees. Callers hold the handoff's mu.
 //
 // Only a key that w's last look found split can be freed so, by the
 // take-back of a split vote's grants (simulator seed 718: a set woken
@@ -139,7 +138,15 @@ const setLookDelay = 2 * time.Millisecond
 // key still held (docs/performance.md).
 func (q *waitQueue) lookSoon(w *waiter) {
 	w.mustLook = true
-	q.wakeSoon(w)
+	d := setLookDelay
+	if !w.t.multiKey() {
+		// The rest of a release's notices come from nodes as far as its
+		// look had to reach: 2 ms would look while they are still on their
+		// way from far nodes (and the look would hold up the wake they
+		// bring by a round trip).
+		d = max(d, 2*time.Duration(w.lookRTT.Load()))
+	}
+	q.wakeSoon(w, d)
 }
 
 // attemptSoon wakes the set's waiter w to attempt, setLookDelay from now,
@@ -152,19 +159,19 @@ func (q *waitQueue) lookSoon(w *waiter) {
 // to the set's place. Callers hold the handoff's mu.
 func (q *waitQueue) attemptSoon(w *waiter) {
 	w.mustLook = false
-	q.wakeSoon(w)
+	q.wakeSoon(w, setLookDelay)
 }
 
-// wakeSoon wakes w setLookDelay from now, as w.mustLook then says, unless
+// wakeSoon wakes w d from now, as w.mustLook then says, unless
 // a wake to attempt comes first. Callers hold the handoff's mu.
-func (q *waitQueue) wakeSoon(w *waiter) {
+func (q *waitQueue) wakeSoon(w *waiter, d time.Duration) {
 	w.soonDue = true
 	if w.soon != nil {
-		w.soon.Reset(setLookDelay)
+		w.soon.Reset(d)
 		return
 	}
 	mu := &q.h.mu
-	w.soon = time.AfterFunc(setLookDelay, func() {
+	w.soon = time.AfterFunc(d, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if w.soonDue {
@@ -282,7 +289,7 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) s
 			}
 		}
 	}
-	q.wakeToAttempt(w)
+	q.wake(w) // (a set's that waits for other keys too looks first, as its mustLook says)
 	if w == nil {
 		return ""
 	}

@@ -60,8 +60,9 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 
 // wokenToAttempt reports whether a wake calls for an attempt rather than
 // a look: not for a set that may still wait for another of its keys (see
-// handoff.block), nor for a waiter woken to look (lookSoon), and for a semaphore's waiter only when it knows the
-// slot whose release woke it, which it then attempts.
+// handoff.block), nor for a waiter woken to look (lookSoon), and for a
+// semaphore's waiter only when it knows the slot whose release woke it,
+// which it then attempts.
 func (s *waitLoop) wokenToAttempt() bool {
 	switch {
 	case s.t.multiKey():
