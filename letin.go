@@ -195,12 +195,12 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 			a.fences[i] = fence
 		}
 	}
-	h.admitted(q, w, rkey, a, counts)
+	h.onAdmission(q, w, rkey, a, counts)
 }
 
-// admitted wakes w, if its admissions a at rkey call for it now that
+// onAdmission wakes w, if its admissions a at rkey call for it now that
 // another came (counts: that one counts); callers hold h.mu.
-func (h *handoff) admitted(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
+func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
 	switch {
 	case w.t.multiKey():
 		h.setAdmitted(q, w, rkey, a)

@@ -115,12 +115,13 @@ func splitNotice(payload string) (rkey, token, head string, ok bool) {
 }
 
 // setLookDelay is how long a set's waiter that a release left waiting for
-// other keys waits for their releases before it looks (see lookSoon).
+// other keys waits for their releases before it looks (see lookSoon); a
+// one-key waiter granted on a minority waits at least that long.
 const setLookDelay = 2 * time.Millisecond
 
 // lookSoon wakes the waiter w to look, setLookDelay from now: a set's,
 // or a one-key waiter granted the key on a minority of nodes so far (see
-// handoff.admitted and grantsStuck). For a set: a holder that held
+// handoff.onAdmission and grantsStuck). For a set: a holder that held
 // several of its keys releases them at once, and the notices of the
 // others come within about a round trip, when w can attempt at once (its
 // wake then cancels this one); if they do not come, a key may have been
