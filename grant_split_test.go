@@ -29,45 +29,79 @@ import (
 // and c follow. Before, the first of them held a lease (1 s) after the
 // release; so it does under the mutant that keeps the grants.
 func TestGrantsSplitBetweenWaiters(t *testing.T) {
-	if broke := grantsSplitBroken(t); broke != "" {
+	if broke := grantsSplitBroken(lockSplit)(t); broke != "" {
+		t.Fatal(broke)
+	}
+}
+
+// TestSemaphoreGrantsSplitBetweenWaiters: the same schedule for a
+// semaphore of 2 permits whose two holders release together: each slot's
+// release grants it to each node's first waiter, so both slots split as
+// the key did, and no waiter had a permit until their places lapsed (1
+// s), under the mutant too. Each slot's stuck grants are given back on
+// their own.
+func TestSemaphoreGrantsSplitBetweenWaiters(t *testing.T) {
+	if broke := grantsSplitBroken(semaphoreSplit)(t); broke != "" {
 		t.Fatal(broke)
 	}
 }
 
 func TestGrantsSplitMutantsCaught(t *testing.T) {
 	requireCaught(t, []scheduledMutant{
-		{"grants that can no longer make a majority are kept until they lapse", mutGrantsStuckWait, grantsSplitBroken},
+		{"grants that can no longer make a majority are kept until they lapse", mutGrantsStuckWait, grantsSplitBroken(lockSplit)},
+		{"a semaphore's slot grants that can no longer make a majority are kept", mutGrantsStuckWait, grantsSplitBroken(semaphoreSplit)},
 	})
 }
 
-// grantsSplitBroken runs the schedule of TestGrantsSplitBetweenWaiters
-// and returns what broke ("" if nothing did): a Lock call that did not
-// hold within 100 ms of the release, or an error.
-func grantsSplitBroken(t *testing.T) string {
-	var broke string
-	synctest.Test(t, func(t *testing.T) {
-		took := grantsSplit(t)
-		if len(took) != 3 {
-			broke = "a Lock call failed"
-			return
+// splitAcquire takes what the split schedule's holders and waiters take:
+// the mutex "k" (holders: how many hold it before the release), or a
+// permit of a semaphore.
+type splitAcquire struct {
+	holders int
+	acquire func(ctx context.Context, c *Client) (*Lock, error)
+}
+
+var (
+	lockSplit      = splitAcquire{1, func(ctx context.Context, c *Client) (*Lock, error) { return c.Lock(ctx, "k") }}
+	semaphoreSplit = splitAcquire{2, func(ctx context.Context, c *Client) (*Lock, error) {
+		s, err := c.Semaphore("k", 2)
+		if err != nil {
+			return nil, err
 		}
-		t.Logf("held after the release: %v", took)
-		for i, d := range took {
-			if d >= 100*time.Millisecond {
-				broke = fmt.Sprintf("the Lock that held %s held %v after the release (a lease is 1 s)", []string{"first", "second", "third"}[i], d)
+		return s.Acquire(ctx)
+	}}
+)
+
+// grantsSplitBroken returns a run of the schedule of
+// TestGrantsSplitBetweenWaiters for what sa takes, which returns what
+// broke ("" if nothing did): a Lock call that did not hold within 100 ms
+// of the release, or an error.
+func grantsSplitBroken(sa splitAcquire) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		var broke string
+		synctest.Test(t, func(t *testing.T) {
+			took := grantsSplit(t, sa)
+			if len(took) != 3 {
+				broke = "a Lock call failed"
 				return
 			}
-		}
-	})
-	return broke
+			t.Logf("held after the release: %v", took)
+			for i, d := range took {
+				if d >= 100*time.Millisecond {
+					broke = fmt.Sprintf("the Lock that held %s held %v after the release (a lease is 1 s)", []string{"first", "second", "third"}[i], d)
+					return
+				}
+			}
+		})
+		return broke
+	}
 }
 
 // grantsSplit runs TestGrantsSplitBetweenWaiters' schedule and returns,
-// in the order they held, how long after the holder's release each of
-// the three Lock calls held the key.
-func grantsSplit(t *testing.T) []time.Duration {
+// in the order they held, how long after the holders' release each of
+// the three Lock calls held the key (sa: what they take).
+func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
 	fakes := newFakeNodes(5)
-	holder := newTestClient(t, fakes)
 	ws := []*Client{newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)}
 	late := func(node int, id string) bool { // a's and b's joins on nodes 0 and 1, a's on node 2
 		switch {
@@ -91,15 +125,19 @@ func grantsSplit(t *testing.T) []time.Duration {
 		}
 	}
 	ctx := t.Context()
-	l, err := holder.Lock(ctx, "k")
-	require.NoError(t, err)
+	var held []*Lock
+	for range sa.holders {
+		l, err := sa.acquire(ctx, newTestClient(t, fakes))
+		require.NoError(t, err)
+		held = append(held, l)
+	}
 	var mu sync.Mutex
 	var released time.Time
 	var took []time.Duration
 	var wg sync.WaitGroup
 	for _, c := range ws {
 		wg.Go(func() {
-			l, err := c.Lock(ctx, "k")
+			l, err := sa.acquire(ctx, c)
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -116,7 +154,9 @@ func grantsSplit(t *testing.T) []time.Duration {
 	released = time.Now()
 	mu.Unlock()
 	joins.Store(released.Add(3 * time.Millisecond).UnixNano())
-	require.NoError(t, l.Unlock(ctx))
+	for _, l := range held {
+		require.NoError(t, l.Unlock(ctx))
+	}
 	wg.Wait()
 	return took
 }

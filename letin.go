@@ -214,30 +214,12 @@ func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, c
 		// in; but not while the nodes yet to let it in could still make a
 		// majority that counts (a writer's attempt ends its grants).
 		q.wakeToAttempt(w)
-	case counts && a.agreeingCount() < h.letInQuorum() && !w.t.choosesSlot() && !w.soonDue && !mutated(mutGrantsStuckWait):
+	case counts && a.agreeingCount() < h.letInQuorum() && !w.soonDue && !mutated(mutGrantsStuckWait):
 		// Granted on a minority so far: the rest of the release's notices
 		// are about a round trip behind. Should they not come (the other
 		// nodes granted other waiters: see grantsStuck), a look sees it.
 		q.lookSoon(w)
 	}
-}
-
-// giveBack notes that w gives back the grants its last look found stuck
-// (grantsStuck), unless its admissions hold the lock by now (their wake
-// is on its way) or it took them: they count no more, as after an
-// attempt, so that w can never hold by a node whose grant it released.
-// It reports whether to release them.
-func (h *handoff) giveBack(w *waiter) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if w.took || w.sends == nil {
-		return false
-	}
-	if a := w.admitsOf(w.t.rkey); !w.attempted && a != nil && a.agreeingCount() >= h.letInQuorum() {
-		return false
-	}
-	w.attempted = true
-	return true
 }
 
 // takeLetIn returns the Lock its admissions hold, if they do (after

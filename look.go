@@ -54,9 +54,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 			return 0, tryFailure{} // a set woken to attempt while it looked
 		}
 		notePlace(w, r, c.quorum())
-		if stuck := grantsStuck(r, w, c.quorum()); stuck != 0 && c.hand.giveBack(w) {
-			c.hand.releaseLetIn(w.t.rkey, w.ID, stuck) // to the queue's head there
-		}
+		c.giveBackStuck(w, r)
 		w.grantSeen = 0
 		if slices.ContainsFunc(r.results, func(res wire.Result) bool { return res.Answered && res.Head == wire.LetIn }) {
 			w.grantSeen = max(time.Since(sent), time.Microsecond)
@@ -82,7 +80,9 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		}
 	}
 	rs := fanOutAll(ctx, reqs)
+	w.lookRTT.Store(int64(time.Since(sent)))
 	c.endLook(w, rs...)
+	c.giveBackStuck(w, rs...)
 	return c.judgeLook(w, sent, rs...)
 }
 
@@ -315,40 +315,6 @@ func splitSeen(r *round, quorum int) bool {
 		return false
 	}
 	return held > 0 && answered >= quorum && most < quorum
-}
-
-// grantsStuck returns the nodes (bit i: node i) where a one-key look r
-// found w's place granted the key, if the others are against it on so
-// many that those grants can never make a majority: the key free there
-// with another waiter first, or granted to another waiter's place while
-// another waiter than w is first. Releases ran on nodes whose queues did
-// not yet hold the same waiters (Lock calls that queued together, their
-// joins still on their way), and each granted its own first waiter: no
-// one holds, and every grant stays until its place's lapse, a lease
-// (docs/design.md, "Grants split between waiters"). w then gives its
-// grants back (giveBack), and each of those nodes grants the key to its
-// first waiter. A waiter first where another's place holds the key waits
-// for that one to do so. A reader is let in, not granted the key.
-func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
-	if w.t.multiKey() || w.t.reader() || w.t.choosesSlot() || mutated(mutGrantsStuckWait) {
-		return 0
-	}
-	against := 0
-	for i, res := range r.results {
-		switch {
-		case !res.Answered || res.Status == wire.StatusFailed:
-		case res.Head == wire.LetIn:
-			granted |= 1 << i
-		case res.Status == wire.StatusQueued:
-			against++
-		case res.Status == wire.StatusHeld && isGrantee(res.Value) && res.Head != w.ID:
-			against++
-		}
-	}
-	if len(r.results)-against >= quorum {
-		return 0
-	}
-	return granted
 }
 
 // countHolder returns how many results name token as the key's holder.

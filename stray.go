@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -12,7 +13,8 @@ import (
 // it does not hold by its place's ID (it attempted instead, gave up, its
 // Client closed, or it holds another slot) has that ID released there,
 // which also takes its place out of the queue, so that nothing keeps
-// others off the key until the place's lapse.
+// others off the key until the place's lapse. So does a waiter whose
+// grants can never make a majority (grantsStuck): it gives them back.
 
 // abandon notes that w ended, holding held (nil: nothing), and returns,
 // per key of w's (w.keys' order), the nodes where its place's ID must be
@@ -118,4 +120,84 @@ func (h *handoff) postRelease(t target, id string, nodes []node) {
 	o := t.op(wire.OpRelease, id, "", 0)
 	o.Wake = h.wakeArg
 	h.c.post(context.Background(), o, nodes, h.c.cfg.lease)
+}
+
+// giveBackStuck gives back the grants to w's place that its look rs (a
+// round per key: its key's, or each of a semaphore's slots') found stuck
+// (grantsStuck): each node there then grants the key to its queue's head,
+// with a notice. A semaphore's slots are given back each on its own: w
+// can hold by any one of them.
+func (c *Client) giveBackStuck(w *waiter, rs ...*round) {
+	stuck := make([]uint64, len(rs))
+	for i, r := range rs {
+		stuck[i] = grantsStuck(r, w, c.quorum())
+	}
+	if !slices.ContainsFunc(stuck, func(m uint64) bool { return m != 0 }) || !c.hand.giveBack(w) {
+		return
+	}
+	for i, m := range stuck {
+		if m == 0 {
+			continue
+		}
+		rkey := w.t.rkey
+		if w.t.choosesSlot() {
+			rkey = w.t.slots[i].rkey
+		}
+		c.hand.releaseLetIn(rkey, w.ID, m) // to the queue's head there
+	}
+}
+
+// grantsStuck returns the nodes (bit i: node i) where a look r at one
+// key's queue (a one-key waiter's, or a semaphore's waiter's at one slot)
+// found w's place granted the key, if the others are against it on so
+// many that those grants can never make a majority: the key free there
+// with another waiter first, or granted to another waiter's place while
+// another waiter than w is first. Releases ran on nodes whose queues did
+// not yet hold the same waiters (Lock calls that queued together, their
+// joins still on their way), and each granted its own first waiter: no
+// one holds, and every grant stays until its place's lapse, a lease
+// (docs/design.md, "Grants split between waiters"). w then gives its
+// grants back (giveBack), and each of those nodes grants the key to its
+// first waiter. A waiter first where another's place holds the key waits
+// for that one to do so. A reader is let in, not granted the key; a set
+// is granted each key on its own and holds where every key is, which
+// this count does not see (docs/design.md says what is left there).
+func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
+	if w.t.multiKey() || w.t.reader() || mutated(mutGrantsStuckWait) {
+		return 0
+	}
+	against := 0
+	for i, res := range r.results {
+		switch {
+		case !res.Answered || res.Status == wire.StatusFailed:
+		case res.Head == wire.LetIn:
+			granted |= 1 << i
+		case res.Status == wire.StatusQueued:
+			against++
+		case res.Status == wire.StatusHeld && isGrantee(res.Value) && res.Head != w.ID:
+			against++
+		}
+	}
+	if len(r.results)-against >= quorum {
+		return 0
+	}
+	return granted
+}
+
+// giveBack notes that w gives back the grants its last look found stuck
+// (grantsStuck), unless its admissions hold the lock by now (their wake
+// is on its way) or it took them: they count no more, as after an
+// attempt, so that w can never hold by a node whose grant it released.
+// It reports whether to release them.
+func (h *handoff) giveBack(w *waiter) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.took || w.sends == nil {
+		return false
+	}
+	if !w.attempted && slices.ContainsFunc(w.keys, func(a admits) bool { return a.agreeingCount() >= h.letInQuorum() }) {
+		return false // (a semaphore's: by any slot)
+	}
+	w.attempted = true
+	return true
 }

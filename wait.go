@@ -70,7 +70,7 @@ func (s *waitLoop) wokenToAttempt() bool {
 	case s.t.choosesSlot():
 		woke := s.c.hand.wokenBy(s.w)
 		s.slot = slices.IndexFunc(s.t.slots, func(st target) bool { return st.rkey == woke })
-		return s.slot >= 0
+		return s.slot >= 0 && !s.c.hand.lookFirst(s.w) // (woken by a lookSoon of a slot's grants)
 	}
 	return !s.c.hand.lookFirst(s.w) // (woken by a lookSoon of its grants)
 }

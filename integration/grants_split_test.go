@@ -27,14 +27,42 @@ import (
 func TestGrantsSplitBetweenWaiters(t *testing.T) {
 	nodes := StartNodes(t, 5)
 	key := UniqueKey(t, nodes)
-	rk := RedisKey(key)
+	grantsSplit(t, nodes, 1, []string{key}, func(ctx context.Context, c *redlock.Client) (*redlock.Lock, error) { return c.Lock(ctx, key) })
+	noKeysLeft(t, nodes, key)
+}
+
+// TestSemaphoreGrantsSplitBetweenWaiters: the same for a semaphore of 2
+// permits whose holders release together: each slot splits as the key
+// did, and each slot's stuck grants are given back (before, no waiter
+// had a permit until the places lapsed).
+func TestSemaphoreGrantsSplitBetweenWaiters(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	name := UniqueKey(t, nodes)
+	grantsSplit(t, nodes, 2, []string{"sem:" + name + ":0", "sem:" + name + ":1"}, func(ctx context.Context, c *redlock.Client) (*redlock.Lock, error) {
+		s, err := c.Semaphore(name, 2)
+		if err != nil {
+			return nil, err
+		}
+		return s.Acquire(ctx)
+	})
+	noKeysLeft(t, nodes, "sem:"+name)
+}
+
+// grantsSplit runs the schedule of TestGrantsSplitBetweenWaiters: holders
+// Clients take what acquire takes (keys: the keys whose queues the
+// waiters join), three more queue behind them, and the holders release
+// once the waiters' places are out of the queues as that test says.
+func grantsSplit(t *testing.T, nodes []*Node, holders int, keys []string, acquire func(context.Context, *redlock.Client) (*redlock.Lock, error)) {
 	readme := func(o *redis.Options) { o.DialerRetries, o.ContextTimeoutEnabled = 1, true }
 	ctx := t.Context()
 	const lease = 10 * time.Second
-	holder := newClient(t, Clients(t, nodes, readme), redlock.WithWaiterLease(lease))
-	h, err := holder.Lock(ctx, key)
-	if err != nil {
-		t.Fatal(err)
+	var hs []*redlock.Lock
+	for range holders {
+		h, err := acquire(ctx, newClient(t, Clients(t, nodes, readme), redlock.WithWaiterLease(lease)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs = append(hs, h)
 	}
 	var mu sync.Mutex
 	var held []redlock.Event
@@ -52,10 +80,12 @@ func TestGrantsSplitBetweenWaiters(t *testing.T) {
 	for i, n := range nodes {
 		admins[i] = Admin(t, n)
 	}
-	queued := func(n int) bool { // every node has n places
+	queued := func(n int) bool { // every node has n places in every queue
 		for _, a := range admins {
-			if a.ZCard(ctx, rk+":queue").Val() != int64(n) {
-				return false
+			for _, k := range keys {
+				if a.ZCard(ctx, RedisKey(k)+":queue").Val() != int64(n) {
+					return false
+				}
 			}
 		}
 		return true
@@ -64,7 +94,7 @@ func TestGrantsSplitBetweenWaiters(t *testing.T) {
 	for i := range 3 {
 		c := newClient(t, Clients(t, nodes, readme), observe, redlock.WithWaiterLease(lease))
 		wg.Go(func() {
-			l, err := c.Lock(ctx, key)
+			l, err := acquire(ctx, c)
 			if err != nil {
 				t.Error(err)
 				return
@@ -76,20 +106,24 @@ func TestGrantsSplitBetweenWaiters(t *testing.T) {
 		})
 		waitUntil(t, 5*time.Second, "the Lock queued on every node", func() bool { return queued(i + 1) })
 	}
-	ids := admins[3].ZRange(ctx, rk+":queue", 0, -1).Val() // a, b, c: by ticket
+	ids := admins[3].ZRange(ctx, RedisKey(keys[0])+":queue", 0, -1).Val() // a, b, c: by ticket
 	if len(ids) != 3 {
 		t.Fatalf("queue %v", ids)
 	}
 	for i, lost := range [][]string{{ids[0], ids[1]}, {ids[0], ids[1]}, {ids[0]}} {
-		for _, zset := range []string{":queue", ":lease"} {
-			if err := admins[i].ZRem(ctx, rk+zset, lost).Err(); err != nil {
-				t.Fatal(err)
+		for _, k := range keys {
+			for _, zset := range []string{":queue", ":lease"} {
+				if err := admins[i].ZRem(ctx, RedisKey(k)+zset, lost).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
 	released := time.Now()
-	if err := h.Unlock(ctx); err != nil {
-		t.Fatal(err)
+	for _, h := range hs {
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	wg.Wait()
 	mu.Lock()
@@ -102,5 +136,4 @@ func TestGrantsSplitBetweenWaiters(t *testing.T) {
 	if took := firstAt.Sub(released); took >= lease/2 {
 		t.Fatalf("the first holder held %v after the release (a lease is %v): the grants lapsed", took, lease)
 	}
-	noKeysLeft(t, nodes, key)
 }
