@@ -104,6 +104,13 @@ func (w *waiter) admitsOf(rkey string) *admits {
 	return &w.keys[k]
 }
 
+// holdsAny reports whether w's counted admissions to one of its keys
+// (a semaphore's waiter: to any slot) hold on quorum nodes; callers hold
+// the handoff's mu.
+func (w *waiter) holdsAny(quorum int) bool {
+	return !w.t.multiKey() && slices.ContainsFunc(w.keys, func(a admits) bool { return a.agreeingCount() >= quorum })
+}
+
 // letInQuorum is how many admissions hold the lock: a majority.
 func (h *handoff) letInQuorum() int {
 	if mutated(mutLetInMinority) {

@@ -214,10 +214,12 @@ func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, c
 		// in; but not while the nodes yet to let it in could still make a
 		// majority that counts (a writer's attempt ends its grants).
 		q.wakeToAttempt(w)
-	case counts && a.agreeingCount() < h.letInQuorum() && !w.soonDue && !mutated(mutGrantsStuckWait):
+	case counts && !w.soonDue && !w.holdsAny(h.letInQuorum()) && !mutated(mutGrantsStuckWait):
 		// Granted on a minority so far: the rest of the release's notices
 		// are about a round trip behind. Should they not come (the other
 		// nodes granted other waiters: see grantsStuck), a look sees it.
+		// (A semaphore's waiter that holds by another slot takes that
+		// one: a look would hold it up by a round.)
 		q.lookSoon(w)
 	}
 }

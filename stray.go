@@ -195,8 +195,8 @@ func (h *handoff) giveBack(w *waiter) bool {
 	if w.took || w.sends == nil {
 		return false
 	}
-	if !w.attempted && slices.ContainsFunc(w.keys, func(a admits) bool { return a.agreeingCount() >= h.letInQuorum() }) {
-		return false // (a semaphore's: by any slot)
+	if !w.attempted && w.holdsAny(h.letInQuorum()) {
+		return false
 	}
 	w.attempted = true
 	return true
