@@ -105,3 +105,43 @@ func TestSetGrantScripts(t *testing.T) {
 	require.False(t, granted(b, "s.wis3"), "b granted to the set while d.1 is first there")
 	require.False(t, granted(c, "s.wis3"), "c granted while b is not")
 }
+
+// TestSetGiveBackKeepsPlace: a set that gives back a grant its look found
+// stuck (giveBackSet: a release by its place's ID with Op.KeepPlace) keeps
+// its place in every key's queue, on a real redis-server: the key granted
+// to it (the grant took its place out of that key's queue, and the look
+// put it back) is reserved for its queue again, with the set first, and
+// an unqueued attempt is refused. A release of the place's ID without
+// KeepPlace (a set that ended) takes the place out, and that attempt took
+// the key (simulator seed 54, in a first build of the give-back).
+func TestSetGiveBackKeepsPlace(t *testing.T) {
+	rc, run := scriptNode(t)
+	ctx := t.Context()
+	const lease, ttl = time.Minute, time.Minute
+	a, b := "redlock:{g}:a", "redlock:{g}:b"
+	set := []string{a, b}
+	require.Equal(t, int64(1), run(wire.NewOp(wire.OpAcquire, a, "ha", "ha", ttl)))
+	require.Equal(t, int64(1), run(wire.NewOp(wire.OpAcquire, b, "hb", "hb", ttl)))
+	look := wire.NewOp(wire.OpQueue, a, "", "", 0)
+	look.Keys, look.Mode = set, wire.ModeSet
+	look.Place, look.Wake, look.Seq = &wire.Place{ID: "s.wis1", Ticket: 100, Lease: lease}, "redlock:wake:", 3
+	run(look)
+	release := wire.NewOp(wire.OpRelease, a, "ha", "", 0)
+	release.Wake = "redlock:wake:"
+	require.Equal(t, []any{int64(1), "s.wis1"}, run(release))
+	require.Equal(t, "s.wis1", rc.Get(ctx, a).Val()[:len("s.wis1")], "a granted to the set")
+	look.Seq = 4
+	run(look) // the look that finds the grant stuck puts its place back in a's queue
+
+	back := wire.NewOp(wire.OpRelease, a, "s.wis1", "", 0)
+	back.Keys, back.Mode = set, wire.ModeSet
+	back.Wake, back.WakeOnly, back.KeepPlace = "redlock:wake:", true, true
+	run(back)
+	for _, k := range set {
+		require.NoError(t, rc.ZScore(ctx, k+":queue", "s.wis1").Err(), "the set's place left %s's queue", k)
+	}
+	v := rc.Get(ctx, a).Val()
+	require.True(t, len(v) > 0 && v[0] == 0, "a not reserved for its queue: %q", v)
+	require.NotEqual(t, int64(1), run(wire.NewOp(wire.OpAcquire, a, "x", "x", ttl)), "an unqueued attempt took a key the set waits for")
+	require.Equal(t, "hb", rc.Get(ctx, b).Val()[:2], "b, held by another token, untouched")
+}

@@ -47,7 +47,8 @@ return 1
 // writer's or a set's place: see queueLua's grant), but by a hand-over or
 // a take-back (ARGV[4]). A token that is a set's place's ID (a set
 // granted its keys by releases) takes that place out of every key's
-// queue too, and its looks' numbers.
+// queue too, and its looks' numbers, but where the set gives back its
+// grants (ARGV[6] '1': Op.KeepPlace).
 // Reply: 1 released, or {1, a first waiter} when a key's queue had one
 // (the first key's, in KEYS order); 0 a key absent (expired); −1 another
 // token holds a key.
@@ -264,7 +265,9 @@ end
 // (−1 if one has none); the token that holds the first key held (in KEYS
 // order), "" if none; which keys are held, a '1' or '0' for each key, in
 // KEYS order; the token that holds each key, "" where none does, each
-// followed by a NUL, in KEYS order}. The holder is what lets a set's
+// followed by a NUL, in KEYS order; per key, in KEYS order, 'g' where
+// the key is granted to the set's place, 'f' where the set is first in
+// the key's queue, '-' otherwise}. The holder is what lets a set's
 // waiter tell a split vote from a holder (see splitSeen): each node names
 // the first key it has held, so a key held on a majority by one token is
 // named so by that majority, and contenders' grants on their way out by
@@ -274,7 +277,11 @@ end
 // (simulator seeds 5687 and 21031; TestSetLockAfterSplit). Each key's
 // holder tells the same of every key: a set that a release left waiting
 // for another key looks again soon only where that key was split
-// (notice.go, lookSoon).
+// (notice.go, lookSoon). The last field tells a set whose grants can
+// never make a majority (a release that granted different waiters on
+// different nodes) to give them back, where it is not the one first on
+// the nodes that granted others (grantsStuck; docs/design.md, "A set's
+// grants split too").
 //
 // ARGV[5], from a set a release may grant its keys (a ".wi" place: see
 // queueLua's grant): the look's number, kept in each key's KEY:seq beside
@@ -293,7 +300,7 @@ var queueMultiSrc = queueLua + `
 local t = now()
 local id, leaving = ARGV[1], ARGV[2] == '0'
 local seq = not leaving and ARGV[5] -- a set a release may grant its keys: its look's number
-local first, left, pttl, holder, waits, holders = id, 0, -2, '', {}, {}
+local first, left, pttl, holder, waits, holders, mine = id, 0, -2, '', {}, {}, {}
 local keys = seq and isSet(id) and table.concat(KEYS, '\0') .. '\0'
 for i, k in ipairs(KEYS) do
 	local q, l = qkeys(k)
@@ -309,7 +316,7 @@ for i, k in ipairs(KEYS) do
 		-- Granted by a release: free to the set. Its place stays, and
 		-- while it is first in line the grant lives as long as it does.
 		if head(q, l, t) == id and redis.call('PTTL', k) < tonumber(ARGV[3]) then redis.call('PEXPIRE', k, ARGV[3]) end
-		waits[i], holders[i] = '0', ''
+		waits[i], holders[i], mine[i] = '0', '', 'g'
 	else
 		local h, hl = head(q, l, t)
 		if not leaving then mark(k, v) end
@@ -328,9 +335,10 @@ for i, k in ipairs(KEYS) do
 		if first == id then first, left = h or '', hl end
 		if p == -1 or pttl == -1 then pttl = -1 elseif p > pttl then pttl = p end
 		waits[i] = (p == -2 and h == id) and '0' or '1'
+		mine[i] = h == id and 'f' or '-'
 	end
 end
-return {first, left, pttl, holder, table.concat(waits), table.concat(holders, '\0') .. '\0'}
+return {first, left, pttl, holder, table.concat(waits), table.concat(holders, '\0') .. '\0', table.concat(mine)}
 `
 
 // setScripts are a multi-key lock's: its acquires, extend and release go

@@ -35,6 +35,13 @@ type Op struct {
 	// the holder's own releases grant on others, each short of a majority
 	// until the grants lapse.
 	WakeOnly bool
+	// KeepPlace, OpRelease of a set's keys granted to its place (its ID
+	// the token), with WakeOnly: the set gives back grants that can never
+	// make a majority, and keeps its place in every key's queue, so that
+	// a key it waits for stays reserved for its queue (an unqueued attempt
+	// would otherwise take it); each key granted to it is reserved for its
+	// queue's first waiter, which is woken.
+	KeepPlace bool
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
 	argv    [14]any   //
@@ -150,6 +157,8 @@ func (o *Op) Encode() {
 // release makes a release's arguments (see releaseSrc's ARGV).
 func (o *Op) release(keys []string, ms int64) {
 	switch {
+	case o.WakeOnly && o.KeepPlace:
+		o.set(keys, o.Token, ms, o.wakeArg(), 1, 0, 1)
 	case o.WakeOnly:
 		o.set(keys, o.Token, ms, o.wakeArg(), 1)
 	case o.Fence != 0: // a fenced waiter's token, if the release grants it (set on a one-key mutex's or writer's release only)

@@ -255,10 +255,11 @@ end
 // that was first, the key free, wakes the next, as a leave from the front
 // does (queueSrc): a semaphore's waiter that took one slot released its
 // place in the other, just reserved for it by a take-back, and the next
-// waiter slept until its look (simulator seed 2496).
+// waiter slept until its look (simulator seed 2496). A set that gives
+// back its grants keeps its place (ARGV[6], see Op.KeepPlace).
 func placeOutLua(marker, fns string) string {
 	return `
-if string.find(ARGV[1], '` + marker + `', 1, true) then
+if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
 		if redis.call('ZSCORE', k .. ':queue', ARGV[1]) then
 ` + fns + `

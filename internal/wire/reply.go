@@ -56,7 +56,11 @@ type Result struct {
 	// Holders, from a set's look at its queues: the token that holds each
 	// of the op's Keys, "" where none does, each followed by a NUL (see
 	// KeyHolder).
-	Holders        string
+	Holders string
+	// Granted and First, from a set's look at its queues: bit i is set
+	// where the op's Keys[i] is granted to the set's place (Granted), or
+	// the set is first in Keys[i]'s queue (First).
+	Granted, First uint64
 	Waiting        int   // inspect: the live places in the key's queue
 	WaitingReaders int   // inspect: how many of the first 64 of those are readers'
 	Readers        int   // inspect: the live readers of a read-write lock
@@ -231,7 +235,7 @@ func queueReply(reply []any, err error) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if len(reply) >= 3 && len(reply) <= 6 {
+	if len(reply) >= 3 && len(reply) <= 7 {
 		head, ok1 := reply[0].(string)
 		left, ok2 := reply[1].(int64)
 		pttl, ok3 := reply[2].(int64)
@@ -254,11 +258,23 @@ func queueReply(reply []any, err error) Result {
 			}
 		}
 		var holders string
-		if len(reply) == 6 {
+		if len(reply) >= 6 {
 			holders, _ = reply[5].(string)
 		}
+		var granted, first uint64
+		if len(reply) == 7 {
+			mine, _ := reply[6].(string)
+			for i := range min(len(mine), 64) {
+				switch mine[i] {
+				case 'g':
+					granted |= 1 << i
+				case 'f':
+					first |= 1 << i
+				}
+			}
+		}
 		if ok1 && ok2 && ok3 {
-			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held, Holders: holders, OwnAhead: own}
+			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held, Holders: holders, OwnAhead: own, Granted: granted, First: first}
 			switch {
 			case pttl == -2:
 				r.Status, r.PTTL, r.Value = StatusAbsent, time.Duration(left)*time.Millisecond, ""

@@ -74,6 +74,10 @@ func TestKeyHolder(t *testing.T) {
 	if r.Waits != 0b110 || r.Value != "t7" {
 		t.Errorf("got %+v", r)
 	}
+	seven := queueReply([]any{"s.1", int64(5000), int64(-1), "t7", "011", "\x00t7\x00t8\x00", "gf-"}, nil)
+	if seven.Err != nil || seven.Granted != 0b001 || seven.First != 0b010 || seven.KeyHolder(2) != "t8" {
+		t.Errorf("a reply with the set's grants and firsts: %+v", seven)
+	}
 	five := queueReply([]any{"s.1", int64(5000), int64(-1), "t7", "011"}, nil)
 	if five.Err != nil || five.KeyHolder(1) != "" {
 		t.Errorf("a reply without holders: %+v, KeyHolder(1) = %q", five, five.KeyHolder(1))
