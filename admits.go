@@ -6,11 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // This file is a let-in or granted waiter's admissions (letin.go): which
 // nodes let it in, from when each counts, and, for a fenced waiter, the
-// fencing token each grant handed out; and when they hold the lock.
+// fencing token each grant handed out; when they hold the lock; and what
+// its looks saw of its grants, while their notices are on their way.
 
 // admission is a let-in waiter's record of its looks and admissions
 // (a granted writer's: grants), guarded by the handoff's mu. sends is nil
@@ -104,11 +107,14 @@ func (w *waiter) admitsOf(rkey string) *admits {
 	return &w.keys[k]
 }
 
-// holdsAny reports whether w's counted admissions to one of its keys
-// (a semaphore's waiter: to any slot) hold on quorum nodes; callers hold
-// the handoff's mu.
+// holdsAny reports whether w's counted admissions hold on quorum nodes:
+// to its key, to any slot of a semaphore's, or to every key of a set's
+// on the same nodes; callers hold the handoff's mu.
 func (w *waiter) holdsAny(quorum int) bool {
-	return !w.t.multiKey() && slices.ContainsFunc(w.keys, func(a admits) bool { return a.agreeingCount() >= quorum })
+	if w.t.multiKey() {
+		return bits.OnesCount64(w.setAdmits().counted) >= quorum
+	}
+	return slices.ContainsFunc(w.keys, func(a admits) bool { return a.agreeingCount() >= quorum })
 }
 
 // letInQuorum is how many admissions hold the lock: a majority.
@@ -152,4 +158,58 @@ func (w *waiter) bestAdmits(quorum int) (k int, a admits, from time.Time, ok boo
 		}
 	}
 	return k, a, from, ok
+}
+
+// noteGrants notes, for awaitGrants, whether w's look rs, sent at sent,
+// found its key (a slot) granted to its place (or it let in) on some
+// node, and on a majority.
+func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
+	w.grantSeen, w.grantsHeld = 0, false
+	for _, r := range rs {
+		n := 0
+		for _, res := range r.results {
+			if res.Answered && res.Head == wire.LetIn {
+				n++
+			}
+		}
+		if n > 0 {
+			w.grantSeen = max(time.Since(sent), time.Microsecond)
+		}
+		w.grantsHeld = w.grantsHeld || 2*n > len(r.results)
+	}
+}
+
+// maxGrantChecks bounds the looks in a row that only check a waiter's
+// grants (see waitForGrants).
+const maxGrantChecks = 4
+
+// waitForGrants reports whether w, whose look rs, sent at sent, was
+// called by lookShort (check) and gave back nothing (gaveBack), should
+// wait on for its grants' notices rather than be judged (and attempt),
+// and when to look again if they do not come: the look found the key
+// (a slot; a set's every key) granted to w on a majority of nodes, whose
+// notices are on their way. Another such look follows,
+// twice as far off each time, up to maxGrantChecks; then w is judged as
+// any other look is (its notices lost: a subscription down). Before,
+// such a look attempted, and its attempt took the grants with a token of
+// its own, a round later, where notices slowed by a busy CPU came a few
+// ms after it (TestSemaphorePermitsGrantedByRelease beside a CPU hog).
+func (w *waiter) waitForGrants(check, gaveBack bool, sent time.Time, rs ...*round) (time.Duration, bool) {
+	all := uint64(1)<<len(w.t.rkeys) - 1 // a set's keys
+	granted := func(r *round) bool {
+		n := 0
+		for _, res := range r.results {
+			if res.Answered && (res.Head == wire.LetIn || w.t.multiKey() && res.Granted == all) {
+				n++
+			}
+		}
+		return 2*n > len(r.results)
+	}
+	if !check || gaveBack || !slices.ContainsFunc(rs, granted) || w.grantChecks >= maxGrantChecks {
+		w.grantChecks = 0
+		return 0, false
+	}
+	w.grantChecks++
+	w.checkOnly = true // the next look checks too, unless a wake to attempt comes first
+	return max(setLookDelay, 2*time.Since(sent)) << w.grantChecks, true
 }

@@ -46,16 +46,28 @@ func TestSemaphoreGrantsSplitBetweenWaiters(t *testing.T) {
 	}
 }
 
+// TestSetGrantsSplitBetweenWaiters: the same schedule for sets of two
+// keys: the holder's release splits both keys between the sets as it
+// split the one key, and the sets held a lease after it, under the
+// mutant too. A set whose grants on a key can never make a majority
+// gives back every key's.
+func TestSetGrantsSplitBetweenWaiters(t *testing.T) {
+	if broke := grantsSplitBroken(setSplit)(t); broke != "" {
+		t.Fatal(broke)
+	}
+}
+
 func TestGrantsSplitMutantsCaught(t *testing.T) {
 	requireCaught(t, []scheduledMutant{
 		{"grants that can no longer make a majority are kept until they lapse", mutGrantsStuckWait, grantsSplitBroken(lockSplit)},
 		{"a semaphore's slot grants that can no longer make a majority are kept", mutGrantsStuckWait, grantsSplitBroken(semaphoreSplit)},
+		{"a set's grants that can no longer make a majority are kept", mutGrantsStuckWait, grantsSplitBroken(setSplit)},
 	})
 }
 
 // splitAcquire takes what the split schedule's holders and waiters take:
-// the mutex "k" (holders: how many hold it before the release), or a
-// permit of a semaphore.
+// the mutex "k" (holders: how many hold it before the release), a permit
+// of a semaphore, or the set of keys "k1" and "k2".
 type splitAcquire struct {
 	holders int
 	acquire func(ctx context.Context, c *Client) (*Lock, error)
@@ -69,6 +81,13 @@ var (
 			return nil, err
 		}
 		return s.Acquire(ctx)
+	}}
+	setSplit = splitAcquire{1, func(ctx context.Context, c *Client) (*Lock, error) {
+		m, err := c.MultiLock([]string{"k1", "k2"})
+		if err != nil {
+			return nil, err
+		}
+		return m.Lock(ctx)
 	}}
 )
 

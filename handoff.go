@@ -90,6 +90,13 @@ type waiter struct {
 	// to its place (or it let in) on some node, whose notice is then on
 	// its way (see waitLoop.awaitGrants); 0 otherwise. Its wait loop's.
 	grantSeen time.Duration
+	// grantsHeld: that look found it so on a majority of nodes
+	grantsHeld bool
+	// checkOnly: its next look was called by lookShort, to see whether
+	// its grants are stuck; if they are not, it waits on for their
+	// notices rather than attempt (see Client.pollQueue). Its wait loop's.
+	checkOnly   bool
+	grantChecks int // such looks in a row (see waitForGrants)
 	// lookRTT: how long its last one-key look took (ns), which bounds how
 	// far behind one another a release's notices come (see lookSoon)
 	lookRTT atomic.Int64
@@ -103,6 +110,7 @@ type waiter struct {
 	mustLook    bool                 // woken to look: a set's while blocked was not empty, or granted on a minority (see lookSoon)
 	soon        *time.Timer          // wakes it to look, or a set to attempt (see lookSoon, attemptSoon)
 	soonDue     bool                 // soon's wake is still due
+	shortLook   bool                 // soon's look is for grants on a minority only (see lookShort)
 	freed       map[string]time.Time // a set's: when each key's release last reached it
 	admission                        // a reader's admissions by writers' releases (letin.go)
 }

@@ -203,7 +203,7 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
 	switch {
 	case w.t.multiKey():
-		h.setAdmitted(q, w, rkey, a)
+		h.setAdmitted(q, w, rkey, a, counts)
 	case counts && a.agreeingCount() == h.letInQuorum():
 		q.wakeToAttempt(w) // (a semaphore's: to the slot, rkey)
 	case bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a):
@@ -220,7 +220,7 @@ func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, c
 		// nodes granted other waiters: see grantsStuck), a look sees it.
 		// (A semaphore's waiter that holds by another slot takes that
 		// one: a look would hold it up by a round.)
-		q.lookSoon(w)
+		q.lookShort(w)
 	}
 }
 
@@ -231,21 +231,33 @@ func (s *waitLoop) takeLetIn() *Lock {
 	return s.c.takeLetIn(s.ctx, s.t, s.lc, s.w, s.attempts)
 }
 
+// grantsHeldWait is the least awaitGrants waits for the notices of
+// grants a look found on a majority: a busy CPU reads a notice that many
+// ms after the look's answer, which the node sent after it.
+const grantsHeldWait = 10 * time.Millisecond
+
 // awaitGrants waits, where the waiter's last look found the key granted
 // to its place (or it let in), for the wake its grants' notices bring once
-// they hold: for twice the look's round trip (a millisecond at least); a
-// wake that came meanwhile ends it at once, and so does one that is not
-// the grants' (the attempt follows). Each node published its notice
-// before it ran the look, but the notice comes on the subscription and
-// may be read after the look's answer: an attempt then would take the
-// grants with a token of its own, one round more (a Lock of
-// TestWriterGrantedByRelease, once under load). Notices that never come
-// (a subscription down) cost that wait, and the attempt.
+// they hold: for twice the look's round trip, a millisecond at least, or
+// grantsHeldWait where the look found them on a majority (their notices
+// then make one), within the node timeout; a wake that came meanwhile
+// ends it at once, and so does one that is not the grants' (the attempt
+// follows). Each node published its notice before it ran the look, but
+// the notice comes on the subscription and may be read after the look's
+// answer: an attempt then would take the grants with a token of its own,
+// one round more (a Lock of TestWriterGrantedByRelease, once under load;
+// a semaphore's waiter, which waited for none, 1 Acquire in 120 of
+// TestSemaphorePermitsGrantedByRelease beside a CPU hog). Notices that
+// never come (a subscription down) cost that wait, and the attempt.
 func (s *waitLoop) awaitGrants() {
 	if s.w == nil || s.w.grantSeen == 0 || s.t.multiKey() {
 		return
 	}
-	d := min(max(2*s.w.grantSeen, time.Millisecond), s.c.nodeTimeout(s.lc.ttl))
+	floor := time.Millisecond
+	if s.w.grantsHeld {
+		floor = grantsHeldWait
+	}
+	d := min(max(2*s.w.grantSeen, floor), s.c.nodeTimeout(s.lc.ttl))
 	s.w.grantSeen = 0
 	_, _ = s.c.sleepOrWake(s.ctx, s.w, d)
 }

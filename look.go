@@ -40,6 +40,8 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	}
 	c.hand.awaitSubscribed(ctx, c.nodeTimeout(lc.ttl))
 	sent := time.Now()
+	check := w.checkOnly
+	w.checkOnly = false
 	if !w.t.choosesSlot() {
 		w.uncut()
 		req := c.lookRequest(w, w.t, lc)
@@ -54,13 +56,13 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 			return 0, tryFailure{} // a set woken to attempt while it looked
 		}
 		notePlace(w, r, c.quorum())
-		c.giveBackStuck(w, r)
-		w.grantSeen = 0
-		if slices.ContainsFunc(r.results, func(res wire.Result) bool { return res.Answered && res.Head == wire.LetIn }) {
-			w.grantSeen = max(time.Since(sent), time.Microsecond)
-		}
+		gaveBack := c.giveBackStuck(w, r)
+		w.noteGrants(sent, r)
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys, c.quorum()), sent)
+		}
+		if hint, wait := w.waitForGrants(check, gaveBack, sent, r); wait {
+			return -1, tryFailure{r: r, hint: hint}
 		}
 		return c.judgeLook(w, sent, r)
 	}
@@ -82,7 +84,10 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	rs := fanOutAll(ctx, reqs)
 	w.lookRTT.Store(int64(time.Since(sent)))
 	c.endLook(w, rs...)
-	c.giveBackStuck(w, rs...)
+	w.noteGrants(sent, rs...)
+	if hint, wait := w.waitForGrants(check, c.giveBackStuck(w, rs...), sent, rs...); wait {
+		return -1, tryFailure{r: rs[0], hint: hint}
+	}
 	return c.judgeLook(w, sent, rs...)
 }
 

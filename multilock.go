@@ -206,8 +206,11 @@ func (w *waiter) setAdmits() admits {
 // no longer make a majority, and otherwise soon (attemptSoon), unless
 // the rest of the grants come first; its attempt takes the keys granted
 // to its place. (After an attempt, grants count no more: each key's are only
-// its release, as for a writer.)
-func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits) {
+// its release, as for a writer.) A counted grant (counts) that leaves rkey
+// granted on a minority looks soon (lookShort), unless the rest come
+// first: a release may have granted other waiters on the other nodes
+// (grantsStuck).
+func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
 	all := w.setAdmits()
 	if bits.OnesCount64(all.counted) >= h.letInQuorum() && (!w.attempted || mutated(mutGrantAfterAttempt)) {
 		w.mustLook = false
@@ -215,8 +218,12 @@ func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits) {
 		return
 	}
 	if bits.OnesCount64(a.admitted) < h.c.quorum() {
+		if counts && !w.soonDue && !mutated(mutGrantsStuckWait) {
+			q.lookShort(w)
+		}
 		return
 	}
+	w.callOffShortLook(h.c.quorum())
 	if !w.freeOf(rkey) {
 		if w.waitsOnSplit() {
 			q.lookSoon(w)

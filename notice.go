@@ -1,6 +1,8 @@
 package redlock
 
 import (
+	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,16 +140,37 @@ const setLookDelay = 2 * time.Millisecond
 // 40–50% of the sets' hand-offs paid for a look that found the other
 // key still held (docs/performance.md).
 func (q *waitQueue) lookSoon(w *waiter) {
-	w.mustLook = true
-	d := setLookDelay
-	if !w.t.multiKey() {
-		// The rest of a release's notices come from nodes as far as its
-		// look had to reach: 2 ms would look while they are still on their
-		// way from far nodes (and the look would hold up the wake they
-		// bring by a round trip).
-		d = max(d, 2*time.Duration(w.lookRTT.Load()))
+	w.mustLook, w.shortLook = true, false
+	q.wakeSoon(w, setLookDelay)
+}
+
+// lookShort wakes w to look, as lookSoon does, twice its last look's
+// round trip from now (setLookDelay at least): a waiter granted a key on a
+// minority of nodes so far (see handoff.onAdmission, setAdmitted and
+// grantsStuck). The rest of a release's notices come from nodes as far
+// as that look had to reach: 2 ms would look while they are still on
+// their way from far nodes, and the look would hold up the wake they
+// bring by a round trip. A set's look is called off once every key
+// granted to it is granted on a majority (lookCalledOff). Callers hold
+// the handoff's mu.
+func (q *waitQueue) lookShort(w *waiter) {
+	w.mustLook, w.shortLook = true, true
+	q.wakeSoon(w, max(setLookDelay, 2*time.Duration(w.lookRTT.Load())))
+}
+
+// callOffShortLook calls off a set's look that lookShort set, once no key
+// of w's is granted on a minority only: the set holds, or waits for keys
+// that are held (their releases will wake it). Callers hold the
+// handoff's mu.
+func (w *waiter) callOffShortLook(quorum int) {
+	if !w.shortLook || !w.soonDue || slices.ContainsFunc(w.keys, func(a admits) bool {
+		n := bits.OnesCount64(a.admitted)
+		return n > 0 && n < quorum
+	}) {
+		return
 	}
-	q.wakeSoon(w, d)
+	w.soon.Stop()
+	w.soonDue, w.mustLook, w.shortLook = false, false, false
 }
 
 // attemptSoon wakes the set's waiter w to attempt, setLookDelay from now,
@@ -159,7 +182,7 @@ func (q *waitQueue) lookSoon(w *waiter) {
 // seed 10130), they never come, and the attempt takes the keys granted
 // to the set's place. Callers hold the handoff's mu.
 func (q *waitQueue) attemptSoon(w *waiter) {
-	w.mustLook = false
+	w.mustLook, w.shortLook = false, false
 	q.wakeSoon(w, setLookDelay)
 }
 
@@ -223,13 +246,14 @@ func (w *waiter) waitsOnSplit() bool {
 	return false
 }
 
-// lookFirst reports whether w, woken, is a set that should look before it
-// attempts (see block), and forgets it.
+// lookFirst reports whether w, woken, should look before it attempts (a
+// set's: see block; any waiter's woken by lookShort), and forgets it.
 func (h *handoff) lookFirst(w *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	look := w.mustLook
-	w.mustLook = false
+	w.checkOnly = look && w.shortLook
+	w.mustLook, w.shortLook = false, false
 	return look
 }
 

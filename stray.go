@@ -91,13 +91,18 @@ func (c *Client) leavePlace(ctx context.Context, nodes []node, t target, p *wire
 // i: node i), in the background; the release also takes the place out of
 // the queue there.
 func (h *handoff) releaseLetIn(rkey, id string, nodes uint64) {
+	h.releasePlace(rkey, id, h.nodesIn(nodes))
+}
+
+// nodesIn returns the nodes in the set nodes (bit i: node i).
+func (h *handoff) nodesIn(nodes uint64) []node {
 	var ns []node
 	for i, n := range h.c.nodes {
 		if nodes&(1<<i) != 0 {
 			ns = append(ns, n)
 		}
 	}
-	h.releasePlace(rkey, id, ns)
+	return ns
 }
 
 // releasePlace releases the place ID id, a let-in reader's or a granted
@@ -123,28 +128,33 @@ func (h *handoff) postRelease(t target, id string, nodes []node) {
 }
 
 // giveBackStuck gives back the grants to w's place that its look rs (a
-// round per key: its key's, or each of a semaphore's slots') found stuck
-// (grantsStuck): each node there then grants the key to its queue's head,
-// with a notice. A semaphore's slots are given back each on its own: w
-// can hold by any one of them.
-func (c *Client) giveBackStuck(w *waiter, rs ...*round) {
+// round per key: its key's, a set's keys', or each of a semaphore's
+// slots') found stuck (grantsStuck): each node there then grants the key
+// to its queue's head, with a notice. A semaphore's slots are given back
+// each on its own: w can hold by any one of them; a set's keys together,
+// by one release over the set: it holds by all of them or by none.
+// (A set keeps its place: see giveBackSet.) It reports whether it gave
+// any back.
+func (c *Client) giveBackStuck(w *waiter, rs ...*round) bool {
 	stuck := make([]uint64, len(rs))
 	for i, r := range rs {
 		stuck[i] = grantsStuck(r, w, c.quorum())
 	}
 	if !slices.ContainsFunc(stuck, func(m uint64) bool { return m != 0 }) || !c.hand.giveBack(w) {
-		return
+		return false
 	}
 	for i, m := range stuck {
-		if m == 0 {
-			continue
+		switch {
+		case m == 0:
+		case w.t.multiKey():
+			c.hand.giveBackSet(w, m)
+		case w.t.choosesSlot():
+			c.hand.releaseLetIn(w.t.slots[i].rkey, w.ID, m)
+		default:
+			c.hand.releaseLetIn(w.t.rkey, w.ID, m) // to the queue's head there
 		}
-		rkey := w.t.rkey
-		if w.t.choosesSlot() {
-			rkey = w.t.slots[i].rkey
-		}
-		c.hand.releaseLetIn(rkey, w.ID, m) // to the queue's head there
 	}
+	return true
 }
 
 // grantsStuck returns the nodes (bit i: node i) where a look r at one
@@ -159,12 +169,13 @@ func (c *Client) giveBackStuck(w *waiter, rs ...*round) {
 // (docs/design.md, "Grants split between waiters"). w then gives its
 // grants back (giveBack), and each of those nodes grants the key to its
 // first waiter. A waiter first where another's place holds the key waits
-// for that one to do so. A reader is let in, not granted the key; a set
-// is granted each key on its own and holds where every key is, which
-// this count does not see (docs/design.md says what is left there).
+// for that one to do so. A reader is let in, not granted the key.
 func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
-	if w.t.multiKey() || w.t.reader() || mutated(mutGrantsStuckWait) {
+	switch {
+	case w.t.reader() || mutated(mutGrantsStuckWait):
 		return 0
+	case w.t.multiKey():
+		return setGrantsStuck(r, w, quorum)
 	}
 	against := 0
 	for i, res := range r.results {
@@ -180,6 +191,51 @@ func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 	}
 	if len(r.results)-against >= quorum {
 		return 0
+	}
+	return granted
+}
+
+// giveBackSet releases the keys granted to a set's place w on nodes (bit
+// i: node i), in the background, and keeps its place in every key's
+// queue: each such key is reserved for its queue's first waiter, which is
+// woken (wire's Op.KeepPlace). A release of the place's ID would take the
+// place out too, as for a set that ended, and until its next look put it
+// back an unqueued attempt could take a key it waits for (simulator seed
+// 54, in a first build).
+func (h *handoff) giveBackSet(w *waiter, nodes uint64) {
+	o := w.t.op(wire.OpRelease, w.ID, "", 0)
+	o.Wake, o.WakeOnly, o.KeepPlace = h.wakeArg, true, true
+	h.c.post(context.Background(), o, h.nodesIn(nodes), h.c.cfg.lease)
+}
+
+// setGrantsStuck is grantsStuck for a set's look r: the nodes where any
+// of its keys is granted to w's place, if on one of its keys the others
+// are against it on so many that its grants there can never make a
+// majority: the key free with another waiter first, or granted to
+// another waiter's place while w is not first in its queue (the look
+// answers each key's holder, and whether it is granted to w or w is
+// first: wire's queueMultiSrc). A set holds by all its keys or none, so
+// it then gives back every key's grants.
+func setGrantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
+	stuck := false
+	for k := range w.t.rkeys {
+		against := 0
+		for _, res := range r.results {
+			holder := keyHolder(res, k)
+			switch {
+			case !res.Answered || res.Status == wire.StatusFailed || res.Granted&(1<<k) != 0:
+			case holder == "" && res.Waits&(1<<k) != 0:
+				against++
+			case isGrantee(holder) && holder != w.ID && res.First&(1<<k) == 0:
+				against++
+			}
+		}
+		stuck = stuck || len(r.results)-against < quorum
+	}
+	for i, res := range r.results {
+		if stuck && res.Answered && res.Status != wire.StatusFailed && res.Granted != 0 {
+			granted |= 1 << i
+		}
 	}
 	return granted
 }

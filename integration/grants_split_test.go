@@ -48,6 +48,24 @@ func TestSemaphoreGrantsSplitBetweenWaiters(t *testing.T) {
 	noKeysLeft(t, nodes, "sem:"+name)
 }
 
+// TestSetGrantsSplitBetweenWaiters: the same for sets of two keys (a
+// MultiLock each): the holder's release splits both keys, and a set whose
+// grants on a key can never make a majority gives back every key's,
+// keeping its place (before, no set held until the grants lapsed).
+func TestSetGrantsSplitBetweenWaiters(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	keys := []string{key + ":1", key + ":2"}
+	grantsSplit(t, nodes, 1, keys, func(ctx context.Context, c *redlock.Client) (*redlock.Lock, error) {
+		m, err := c.MultiLock(keys)
+		if err != nil {
+			return nil, err
+		}
+		return m.Lock(ctx)
+	})
+	noKeysLeft(t, nodes, key)
+}
+
 // grantsSplit runs the schedule of TestGrantsSplitBetweenWaiters: holders
 // Clients take what acquire takes (keys: the keys whose queues the
 // waiters join), three more queue behind them, and the holders release
