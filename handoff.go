@@ -97,8 +97,8 @@ type waiter struct {
 	// notices rather than attempt (see Client.pollQueue). Its wait loop's.
 	checkOnly   bool
 	grantChecks int // such looks in a row (see waitForGrants)
-	// lookRTT: how long its last one-key look took (ns), which bounds how
-	// far behind one another a release's notices come (see lookSoon)
+	// lookRTT: how long its last look took (ns), which bounds how
+	// far behind one another a release's notices come (see lookShort)
 	lookRTT atomic.Int64
 
 	// Guarded by the handoff's mu (notice.go, handover.go):
@@ -107,8 +107,8 @@ type waiter struct {
 	woke        string               // the key whose release last woke it
 	readersLeft int                  // a writer's: nodes that said their last reader left, since its last attempt
 	blocked     map[string]bool      // a set's: the keys its last look found it waiting for, but those released to it since, each to whether it was split
-	mustLook    bool                 // woken to look: a set's while blocked was not empty, or granted on a minority (see lookSoon)
-	soon        *time.Timer          // wakes it to look, or a set to attempt (see lookSoon, attemptSoon)
+	mustLook    bool                 // woken to look: a set's while blocked was not empty, or granted on a minority (see lookSoon, lookShort)
+	soon        *time.Timer          // wakes it to look, or a set to attempt (see lookSoon, lookShort, attemptSoon)
 	soonDue     bool                 // soon's wake is still due
 	shortLook   bool                 // soon's look is for grants on a minority only (see lookShort)
 	freed       map[string]time.Time // a set's: when each key's release last reached it

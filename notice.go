@@ -121,9 +121,8 @@ func splitNotice(payload string) (rkey, token, head string, ok bool) {
 // one-key waiter granted on a minority waits at least that long.
 const setLookDelay = 2 * time.Millisecond
 
-// lookSoon wakes the waiter w to look, setLookDelay from now: a set's,
-// or a one-key waiter granted the key on a minority of nodes so far (see
-// handoff.onAdmission and grantsStuck). For a set: a holder that held
+// lookSoon wakes the set's waiter w to look, setLookDelay from now (a
+// waiter granted a key on a minority looks soon by lookShort). A holder that held
 // several of its keys releases them at once, and the notices of the
 // others come within about a round trip, when w can attempt at once (its
 // wake then cancels this one); if they do not come, a key may have been
@@ -322,7 +321,7 @@ func (q *waitQueue) wakeNamed(heads []string, quorum int, lease time.Duration) s
 }
 
 // wakeToAttempt wakes w, if not nil, to attempt: a look it was to make
-// first (lookSoon) is not made. Callers hold the handoff's mu.
+// first (lookSoon, lookShort) is not made. Callers hold the handoff's mu.
 func (q *waitQueue) wakeToAttempt(w *waiter) {
 	if w != nil {
 		w.mustLook = false
