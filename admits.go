@@ -180,36 +180,45 @@ func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 }
 
 // maxGrantChecks bounds the looks in a row that only check a waiter's
-// grants (see waitForGrants).
+// grants (see checkGrants).
 const maxGrantChecks = 4
 
-// waitForGrants reports whether w, whose look rs, sent at sent, was
-// called by lookShort (check) and gave back nothing (gaveBack), should
-// wait on for its grants' notices rather than be judged (and attempt),
-// and when to look again if they do not come: the look found the key
-// (a slot; a set's every key) granted to w on a majority of nodes, whose
-// notices are on their way. Another such look follows,
-// twice as far off each time, up to maxGrantChecks; then w is judged as
-// any other look is (its notices lost: a subscription down). Before,
-// such a look attempted, and its attempt took the grants with a token of
-// its own, a round later, where notices slowed by a busy CPU came a few
-// ms after it (TestSemaphorePermitsGrantedByRelease beside a CPU hog).
-func (w *waiter) waitForGrants(check, gaveBack bool, sent time.Time, rs ...*round) (time.Duration, bool) {
+// checkGrants handles the look rs, sent at sent, of a waiter w whose
+// look lookShort called (check) and which gave back nothing (gaveBack):
+// it reports whether w's grants are still to be checked (more), and then
+// when to look again, and whether the look found them on a majority of
+// nodes (held: the key, a slot, or a set's every key), whose notices are
+// on their way. A look that found them so waits for those notices rather
+// than be judged (and attempt); one that found them on a minority is
+// judged, and unless it attempts, looks again by then: the nodes that
+// granted others may not have the same waiters yet (their joins on the
+// way), and a look too early sees no stuck grants (a reader let in on 2
+// nodes of 5 waited for its strategy's delay, up to 108 ms, in
+// TestRWMutexGrantsSplitBetweenWaiters). Each such look follows twice as
+// far off, up to maxGrantChecks; then w is judged as any other look is
+// (its notices lost: a subscription down). Before, a look that found
+// the grants on a majority attempted, and its attempt took them with a
+// token of its own, a round later, where notices slowed by a busy CPU
+// came a few ms after it (TestSemaphorePermitsGrantedByRelease beside a
+// CPU hog).
+func (w *waiter) checkGrants(check, gaveBack bool, sent time.Time, rs ...*round) (hint time.Duration, held, more bool) {
 	all := uint64(1)<<len(w.t.rkeys) - 1 // a set's keys
-	granted := func(r *round) bool {
+	seen := false
+	for _, r := range rs {
 		n := 0
 		for _, res := range r.results {
 			if res.Answered && (res.Head == wire.LetIn || w.t.multiKey() && res.Granted == all) {
 				n++
 			}
+			seen = seen || res.Answered && (res.Head == wire.LetIn || res.Granted != 0)
 		}
-		return 2*n > len(r.results)
+		held = held || 2*n > len(r.results)
 	}
-	if !check || gaveBack || !slices.ContainsFunc(rs, granted) || w.grantChecks >= maxGrantChecks {
+	if !check || gaveBack || !seen || w.grantChecks >= maxGrantChecks {
 		w.grantChecks = 0
-		return 0, false
+		return 0, false, false
 	}
 	w.grantChecks++
 	w.checkOnly = true // the next look checks too, unless a wake to attempt comes first
-	return max(setLookDelay, 2*time.Since(sent)) << w.grantChecks, true
+	return max(setLookDelay, 2*time.Since(sent)) << w.grantChecks, held, true
 }

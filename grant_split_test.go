@@ -57,11 +57,32 @@ func TestSetGrantsSplitBetweenWaiters(t *testing.T) {
 	}
 }
 
+// TestRWMutexGrantsSplitBetweenWaiters: the same schedule for a
+// read-write lock, a writer holding and a reader among the waiters: the
+// release lets the reader in on the nodes where it is first and grants
+// a writer elsewhere, and no one held for a lease. A writer counts the
+// nodes where readers hold, another waiter first, against it; a reader,
+// the nodes where a writer is first.
+func TestRWMutexGrantsSplitBetweenWaiters(t *testing.T) {
+	for _, kinds := range []string{"wrww", "wwrw", "wwwr"} {
+		t.Run(kinds, func(t *testing.T) {
+			rwKinds = kinds
+			if broke := grantsSplitBroken(rwSplit)(t); broke != "" {
+				t.Fatal(broke)
+			}
+		})
+	}
+}
+
+// rwKinds: what rwSplit's callers take, in order (r: read, w: write).
+var rwKinds = "wrww"
+
 func TestGrantsSplitMutantsCaught(t *testing.T) {
 	requireCaught(t, []scheduledMutant{
 		{"grants that can no longer make a majority are kept until they lapse", mutGrantsStuckWait, grantsSplitBroken(lockSplit)},
 		{"a semaphore's slot grants that can no longer make a majority are kept", mutGrantsStuckWait, grantsSplitBroken(semaphoreSplit)},
 		{"a set's grants that can no longer make a majority are kept", mutGrantsStuckWait, grantsSplitBroken(setSplit)},
+		{"a reader's let-ins and writers' grants that can no longer make a majority are kept", mutGrantsStuckWait, grantsSplitBroken(rwSplit)},
 	})
 }
 
@@ -70,19 +91,33 @@ func TestGrantsSplitMutantsCaught(t *testing.T) {
 // of a semaphore, or the set of keys "k1" and "k2".
 type splitAcquire struct {
 	holders int
-	acquire func(ctx context.Context, c *Client) (*Lock, error)
+	// acquire takes it for the i-th caller: the holders first, then the
+	// waiters in ticket order
+	acquire func(ctx context.Context, c *Client, i int) (*Lock, error)
 }
 
 var (
-	lockSplit      = splitAcquire{1, func(ctx context.Context, c *Client) (*Lock, error) { return c.Lock(ctx, "k") }}
-	semaphoreSplit = splitAcquire{2, func(ctx context.Context, c *Client) (*Lock, error) {
+	lockSplit      = splitAcquire{1, func(ctx context.Context, c *Client, _ int) (*Lock, error) { return c.Lock(ctx, "k") }}
+	semaphoreSplit = splitAcquire{2, func(ctx context.Context, c *Client, _ int) (*Lock, error) {
 		s, err := c.Semaphore("k", 2)
 		if err != nil {
 			return nil, err
 		}
 		return s.Acquire(ctx)
 	}}
-	setSplit = splitAcquire{1, func(ctx context.Context, c *Client) (*Lock, error) {
+	// rwSplit: a read-write lock's writer holds, and the waiters a, b, c
+	// read or write as rwKinds[1:] says.
+	rwSplit = splitAcquire{1, func(ctx context.Context, c *Client, i int) (*Lock, error) {
+		m, err := c.RWMutex("k")
+		if err != nil {
+			return nil, err
+		}
+		if rwKinds[i] == 'r' {
+			return m.RLock(ctx)
+		}
+		return m.Lock(ctx)
+	}}
+	setSplit = splitAcquire{1, func(ctx context.Context, c *Client, _ int) (*Lock, error) {
 		m, err := c.MultiLock([]string{"k1", "k2"})
 		if err != nil {
 			return nil, err
@@ -145,8 +180,8 @@ func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
 	}
 	ctx := t.Context()
 	var held []*Lock
-	for range sa.holders {
-		l, err := sa.acquire(ctx, newTestClient(t, fakes))
+	for i := range sa.holders {
+		l, err := sa.acquire(ctx, newTestClient(t, fakes), i)
 		require.NoError(t, err)
 		held = append(held, l)
 	}
@@ -154,9 +189,9 @@ func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
 	var released time.Time
 	var took []time.Duration
 	var wg sync.WaitGroup
-	for _, c := range ws {
+	for i, c := range ws {
 		wg.Go(func() {
-			l, err := sa.acquire(ctx, c)
+			l, err := sa.acquire(ctx, c, sa.holders+i)
 			if !assert.NoError(t, err) {
 				return
 			}

@@ -96,7 +96,7 @@ type waiter struct {
 	// its grants are stuck; if they are not, it waits on for their
 	// notices rather than attempt (see Client.pollQueue). Its wait loop's.
 	checkOnly   bool
-	grantChecks int // such looks in a row (see waitForGrants)
+	grantChecks int // such looks in a row (see checkGrants)
 	// lookRTT: how long its last look took (ns), which bounds how
 	// far behind one another a release's notices come (see lookShort)
 	lookRTT atomic.Int64

@@ -203,7 +203,7 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
 	switch {
 	case w.t.multiKey():
-		h.setAdmitted(q, w, rkey, a, counts)
+		h.setAdmitted(q, w, rkey, a)
 	case counts && a.agreeingCount() == h.letInQuorum():
 		q.wakeToAttempt(w) // (a semaphore's: to the slot, rkey)
 	case bits.OnesCount64(a.admitted) >= h.c.quorum() && !h.mayCount(w, a):
@@ -214,10 +214,12 @@ func (h *handoff) onAdmission(q *waitQueue, w *waiter, rkey string, a *admits, c
 		// in; but not while the nodes yet to let it in could still make a
 		// majority that counts (a writer's attempt ends its grants).
 		q.wakeToAttempt(w)
-	case counts && !w.soonDue && !w.holdsAny(h.letInQuorum()) && !mutated(mutGrantsStuckWait):
+	case (counts || bits.OnesCount64(a.admitted) < h.c.quorum()) && !w.soonDue && !w.holdsAny(h.letInQuorum()) && !mutated(mutGrantsStuckWait):
 		// Granted on a minority so far: the rest of the release's notices
 		// are about a round trip behind. Should they not come (the other
-		// nodes granted other waiters: see grantsStuck), a look sees it.
+		// nodes granted other waiters: see grantsStuck), a look sees it;
+		// also where the grants do not count (a node whose process the
+		// restart guard has yet to hear of): they hold the key all the same.
 		// (A semaphore's waiter that holds by another slot takes that
 		// one: a look would hold it up by a round.)
 		q.lookShort(w)

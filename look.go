@@ -44,7 +44,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	w.checkOnly = false
 	if !w.t.choosesSlot() {
 		w.uncut()
-		req := c.lookRequest(w, w.t, lc)
+		req := c.lookRequest(w, w.t, lc, check)
 		if w.sends != nil {
 			req.op.Seq = c.hand.numberLook(w, sent)
 			req.judge = c.hand.hearing(req.judge)
@@ -61,10 +61,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		if w.t.multiKey() {
 			c.hand.block(w, heldKeys(r, w.t.rkeys, c.quorum()), sent)
 		}
-		if hint, wait := w.waitForGrants(check, gaveBack, sent, r); wait {
-			return -1, tryFailure{r: r, hint: hint}
-		}
-		return c.judgeLook(w, sent, r)
+		return c.judgeChecked(w, check, gaveBack, sent, r)
 	}
 	// A semaphore's waiter looks at every slot's queue at once: one batch
 	// per node, one node timeout at most.
@@ -75,7 +72,7 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 		seq, judge = c.hand.numberLook(w, sent), c.hand.hearing(w.judge)
 	}
 	for i, st := range w.t.slots {
-		reqs[i] = c.lookRequest(w, st, lc)
+		reqs[i] = c.lookRequest(w, st, lc, check)
 		reqs[i].nodes, reqs[i].timed = c.nodes, c.timed
 		if seq != 0 {
 			reqs[i].op.Seq, reqs[i].judge = seq, judge
@@ -85,10 +82,25 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 	w.lookRTT.Store(int64(time.Since(sent)))
 	c.endLook(w, rs...)
 	w.noteGrants(sent, rs...)
-	if hint, wait := w.waitForGrants(check, c.giveBackStuck(w, rs...), sent, rs...); wait {
+	return c.judgeChecked(w, check, c.giveBackStuck(w, rs...), sent, rs...)
+}
+
+// judgeChecked is judgeLook for a look that may have been called to check
+// w's grants (see checkGrants).
+func (c *Client) judgeChecked(w *waiter, check, gaveBack bool, sent time.Time, rs ...*round) (int, tryFailure) {
+	hint, held, more := w.checkGrants(check, gaveBack, sent, rs...)
+	if more && held {
 		return -1, tryFailure{r: rs[0], hint: hint}
 	}
-	return c.judgeLook(w, sent, rs...)
+	i, f := c.judgeLook(w, sent, rs...)
+	switch {
+	case !more:
+	case i >= 0:
+		w.checkOnly, w.grantChecks = false, 0 // it attempts
+	default:
+		f.hint = sooner(f.hint, hint)
+	}
+	return i, f
 }
 
 // endLook notes the nodes w's look rs heard from (its rounds go to the
@@ -109,8 +121,11 @@ func (c *Client) endLook(w *waiter, rs ...*round) {
 // the nodes one after another (a holder that never released) are such
 // looks, one after the other (two node timeouts before a waiter took an
 // expired lock, with a node frozen: TestExpiryTakeoverPastHungNode).
-func (c *Client) lookRequest(w *waiter, t target, lc *lockConfig) request {
+func (c *Client) lookRequest(w *waiter, t target, lc *lockConfig, check bool) request {
 	req := request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge, cut: w.cut}
+	if check {
+		req.stop = nil // a look that checks w's grants (checkGrants) counts every node
+	}
 	if heard := w.heard.Load(); heard != 0 {
 		req.settled = func(rs []wire.Result) bool { return answeredAll(rs, heard) }
 	}

@@ -206,11 +206,11 @@ func (w *waiter) setAdmits() admits {
 // no longer make a majority, and otherwise soon (attemptSoon), unless
 // the rest of the grants come first; its attempt takes the keys granted
 // to its place. (After an attempt, grants count no more: each key's are only
-// its release, as for a writer.) A counted grant (counts) that leaves rkey
+// its release, as for a writer.) A grant that leaves rkey
 // granted on a minority looks soon (lookShort), unless the rest come
 // first: a release may have granted other waiters on the other nodes
 // (grantsStuck).
-func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits, counts bool) {
+func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits) {
 	all := w.setAdmits()
 	if bits.OnesCount64(all.counted) >= h.letInQuorum() && (!w.attempted || mutated(mutGrantAfterAttempt)) {
 		w.mustLook = false
@@ -218,7 +218,7 @@ func (h *handoff) setAdmitted(q *waitQueue, w *waiter, rkey string, a *admits, c
 		return
 	}
 	if bits.OnesCount64(a.admitted) < h.c.quorum() {
-		if counts && !w.soonDue && !mutated(mutGrantsStuckWait) {
+		if !w.soonDue && !mutated(mutGrantsStuckWait) { // (counted or not: see onAdmission)
 			q.lookShort(w)
 		}
 		return

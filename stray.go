@@ -161,18 +161,21 @@ func (c *Client) giveBackStuck(w *waiter, rs ...*round) bool {
 // key's queue (a one-key waiter's, or a semaphore's waiter's at one slot)
 // found w's place granted the key, if the others are against it on so
 // many that those grants can never make a majority: the key free there
-// with another waiter first, or granted to another waiter's place while
-// another waiter than w is first. Releases ran on nodes whose queues did
+// with another waiter first, or granted to another waiter's place (or,
+// for a writer, held by readers) while another waiter than w is first;
+// for a reader, whose look names no holder, held while a writer is
+// first. Releases ran on nodes whose queues did
 // not yet hold the same waiters (Lock calls that queued together, their
 // joins still on their way), and each granted its own first waiter: no
 // one holds, and every grant stays until its place's lapse, a lease
 // (docs/design.md, "Grants split between waiters"). w then gives its
 // grants back (giveBack), and each of those nodes grants the key to its
-// first waiter. A waiter first where another's place holds the key waits
-// for that one to do so. A reader is let in, not granted the key.
+// first waiter (a reader's let-ins too: docs/design.md, "A read-write
+// lock's readers split with writers"). A waiter first where another's
+// place holds the key waits for that one to do so.
 func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 	switch {
-	case w.t.reader() || mutated(mutGrantsStuckWait):
+	case mutated(mutGrantsStuckWait):
 		return 0
 	case w.t.multiKey():
 		return setGrantsStuck(r, w, quorum)
@@ -185,7 +188,12 @@ func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 			granted |= 1 << i
 		case res.Status == wire.StatusQueued:
 			against++
-		case res.Status == wire.StatusHeld && isGrantee(res.Value) && res.Head != w.ID:
+		case res.Status != wire.StatusHeld || res.Head == w.ID:
+		case w.t.reader(): // its look names no holder: against where a writer is first
+			if isGrantee(res.Head) {
+				against++
+			}
+		case isGrantee(res.Value) || res.Value == "": // another's place, or readers, hold it
 			against++
 		}
 	}
