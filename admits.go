@@ -160,19 +160,25 @@ func (w *waiter) bestAdmits(quorum int) (k int, a admits, from time.Time, ok boo
 	return k, a, from, ok
 }
 
-// noteGrants notes, for awaitGrants, whether w's look rs, sent at sent,
-// found its key (a slot) granted to its place (or it let in) on some
-// node, and on a majority.
+// noteGrants notes, for awaitGrants and checkGrants, whether w's look rs,
+// sent at sent, found its key (a slot; a set's key) granted to its place
+// (or it let in) on some node, and on a majority (a set's: every key on
+// each).
 func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 	w.grantSeen, w.grantsHeld = 0, false
+	all := uint64(1)<<len(w.t.rkeys) - 1 // a set's keys
 	for _, r := range rs {
-		n := 0
+		seen, n := false, 0
 		for _, res := range r.results {
-			if res.Answered && res.Head == wire.LetIn {
+			if !res.Answered {
+				continue
+			}
+			seen = seen || res.Head == wire.LetIn || res.Granted != 0
+			if res.Head == wire.LetIn || w.t.multiKey() && res.Granted == all {
 				n++
 			}
 		}
-		if n > 0 {
+		if seen {
 			w.grantSeen = max(time.Since(sent), time.Microsecond)
 		}
 		w.grantsHeld = w.grantsHeld || 2*n > len(r.results)
@@ -183,8 +189,9 @@ func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 // grants (see checkGrants).
 const maxGrantChecks = 4
 
-// checkGrants handles the look rs, sent at sent, of a waiter w whose
-// look lookShort called (check) and which gave back nothing (gaveBack):
+// checkGrants handles the look, sent at sent, of a waiter w whose look
+// lookShort called (check) and which gave back nothing (gaveBack), as
+// noteGrants noted it:
 // it reports whether w's grants are still to be checked (more), and then
 // when to look again, and whether the look found them on a majority of
 // nodes (held: the key, a slot, or a set's every key), whose notices are
@@ -201,24 +208,12 @@ const maxGrantChecks = 4
 // token of its own, a round later, where notices slowed by a busy CPU
 // came a few ms after it (TestSemaphorePermitsGrantedByRelease beside a
 // CPU hog).
-func (w *waiter) checkGrants(check, gaveBack bool, sent time.Time, rs ...*round) (hint time.Duration, held, more bool) {
-	all := uint64(1)<<len(w.t.rkeys) - 1 // a set's keys
-	seen := false
-	for _, r := range rs {
-		n := 0
-		for _, res := range r.results {
-			if res.Answered && (res.Head == wire.LetIn || w.t.multiKey() && res.Granted == all) {
-				n++
-			}
-			seen = seen || res.Answered && (res.Head == wire.LetIn || res.Granted != 0)
-		}
-		held = held || 2*n > len(r.results)
-	}
-	if !check || gaveBack || !seen || w.grantChecks >= maxGrantChecks {
+func (w *waiter) checkGrants(check, gaveBack bool, sent time.Time) (hint time.Duration, held, more bool) {
+	if !check || gaveBack || w.grantSeen == 0 || w.grantChecks >= maxGrantChecks {
 		w.grantChecks = 0
 		return 0, false, false
 	}
 	w.grantChecks++
 	w.checkOnly = true // the next look checks too, unless a wake to attempt comes first
-	return max(setLookDelay, 2*time.Since(sent)) << w.grantChecks, held, true
+	return max(setLookDelay, 2*time.Since(sent)) << w.grantChecks, w.grantsHeld, true
 }

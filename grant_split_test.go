@@ -188,6 +188,7 @@ func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
 	var mu sync.Mutex
 	var released time.Time
 	var took []time.Duration
+	var holding atomic.Int32 // the waiters holding now
 	var wg sync.WaitGroup
 	for i, c := range ws {
 		wg.Go(func() {
@@ -198,7 +199,14 @@ func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
 			mu.Lock()
 			took = append(took, time.Since(released))
 			mu.Unlock()
-			time.Sleep(time.Millisecond)
+			// No more hold at once than the holders did (the read-write
+			// schedules have one reader at most).
+			if n := holding.Add(1); int(n) <= sa.holders {
+				time.Sleep(time.Millisecond)
+			} else {
+				t.Errorf("%d hold at once: a given-back grant counted", n)
+			}
+			holding.Add(-1)
 			assert.NoError(t, l.Unlock(context.WithoutCancel(ctx)))
 		})
 		time.Sleep(time.Millisecond) // tickets a < b < c

@@ -86,9 +86,10 @@ type waiter struct {
 	// nextHere: its last look found only waiters of this Client ahead of
 	// it, on a majority of nodes (see claim)
 	nextHere atomic.Bool
-	// grantSeen: how long its last look took, if it found the key granted
-	// to its place (or it let in) on some node, whose notice is then on
-	// its way (see waitLoop.awaitGrants); 0 otherwise. Its wait loop's.
+	// grantSeen: how long its last look took, if it found the key (a
+	// set's: a key) granted to its place (or it let in) on some node,
+	// whose notice is then on its way (see waitLoop.awaitGrants and
+	// checkGrants); 0 otherwise. Its wait loop's.
 	grantSeen time.Duration
 	// grantsHeld: that look found it so on a majority of nodes
 	grantsHeld bool

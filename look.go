@@ -86,9 +86,9 @@ func (c *Client) pollQueue(ctx context.Context, lc *lockConfig, w *waiter) (int,
 }
 
 // judgeChecked is judgeLook for a look that may have been called to check
-// w's grants (see checkGrants).
+// w's grants (see checkGrants); noteGrants has noted the look.
 func (c *Client) judgeChecked(w *waiter, check, gaveBack bool, sent time.Time, rs ...*round) (int, tryFailure) {
-	hint, held, more := w.checkGrants(check, gaveBack, sent, rs...)
+	hint, held, more := w.checkGrants(check, gaveBack, sent)
 	if more && held {
 		return -1, tryFailure{r: rs[0], hint: hint}
 	}

@@ -118,7 +118,7 @@ func splitNotice(payload string) (rkey, token, head string, ok bool) {
 
 // setLookDelay is how long a set's waiter that a release left waiting for
 // other keys waits for their releases before it looks (see lookSoon); a
-// one-key waiter granted on a minority waits at least that long.
+// waiter granted on a minority waits at least that long (lookShort).
 const setLookDelay = 2 * time.Millisecond
 
 // lookSoon wakes the set's waiter w to look, setLookDelay from now (a
@@ -149,9 +149,9 @@ func (q *waitQueue) lookSoon(w *waiter) {
 // grantsStuck). The rest of a release's notices come from nodes as far
 // as that look had to reach: 2 ms would look while they are still on
 // their way from far nodes, and the look would hold up the wake they
-// bring by a round trip. A set's look is called off once every key
-// granted to it is granted on a majority (lookCalledOff). Callers hold
-// the handoff's mu.
+// bring by a round trip. A set's look is called off once no key is
+// granted to it on a minority only (callOffShortLook). Callers hold the
+// handoff's mu.
 func (q *waitQueue) lookShort(w *waiter) {
 	w.mustLook, w.shortLook = true, true
 	q.wakeSoon(w, max(setLookDelay, 2*time.Duration(w.lookRTT.Load())))

@@ -59,20 +59,18 @@ func (c *Client) lockQueued(ctx context.Context, t target, lc *lockConfig) (*Loc
 }
 
 // wokenToAttempt reports whether a wake calls for an attempt rather than
-// a look: not for a set that may still wait for another of its keys (see
-// handoff.block), nor for a waiter woken to look (lookSoon), and for a
-// semaphore's waiter only when it knows the slot whose release woke it,
-// which it then attempts.
+// a look: for a semaphore's waiter only when it knows the slot whose
+// release woke it, which it then attempts; and not for a waiter woken to
+// look (lookFirst: a set that may still wait for another of its keys, see
+// handoff.block, or any waiter woken by lookSoon or lookShort).
 func (s *waitLoop) wokenToAttempt() bool {
-	switch {
-	case s.t.multiKey():
-		return !s.c.hand.lookFirst(s.w)
-	case s.t.choosesSlot():
+	if s.t.choosesSlot() {
 		woke := s.c.hand.wokenBy(s.w)
-		s.slot = slices.IndexFunc(s.t.slots, func(st target) bool { return st.rkey == woke })
-		return s.slot >= 0 && !s.c.hand.lookFirst(s.w) // (woken by a lookSoon of a slot's grants)
+		if s.slot = slices.IndexFunc(s.t.slots, func(st target) bool { return st.rkey == woke }); s.slot < 0 {
+			return false
+		}
 	}
-	return !s.c.hand.lookFirst(s.w) // (woken by a lookSoon of its grants)
+	return !s.c.hand.lookFirst(s.w)
 }
 
 // waitLoop is one Lock call between its tries.
