@@ -252,7 +252,7 @@ func TestLookBeforeGrantNoticeWaitsForIt(t *testing.T) {
 	})
 }
 
-// heldAndAwaited, inside a synctest bubble: a Client holds "k" on fakes,
+// heldAndAwaited, inside a synctest bubble: a Client holds "k" on every fake,
 // and another's Lock (an hour between its tries) waits for it, refused
 // once and queued on every node; got has its Lock when it returns.
 func heldAndAwaited(t *testing.T, fakes []*fakeNode) (l *Lock, waiter *Client, got <-chan *Lock) {
@@ -260,6 +260,10 @@ func heldAndAwaited(t *testing.T, fakes []*fakeNode) (l *Lock, waiter *Client, g
 	waiter = newTestClient(t, fakes)
 	l, err := holder.TryLock(t.Context(), "k")
 	require.NoError(t, err)
+	// TryLock returns at a majority; its calls to the last nodes land
+	// before the waiter tries, or the waiter's attempt may take those
+	// nodes first and the holder hold on 3 only (1 run in ~300 did).
+	synctest.Wait()
 	out := make(chan *Lock)
 	go func() {
 		w, err := waiter.Lock(t.Context(), "k", waitHour)
