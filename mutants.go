@@ -65,6 +65,9 @@ const (
 	// majority keeps them until they lapse (a lease), as before
 	// 2026-11-29.
 	mutGrantsStuckWait
+	// mutGiveBackCounts: a waiter's grants it gave back (giveBack) still
+	// count towards holding, with any that come after.
+	mutGiveBackCounts
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -262,6 +262,8 @@ func (h *handoff) giveBack(w *waiter) bool {
 	if !w.attempted && w.holdsAny(h.letInQuorum()) {
 		return false
 	}
-	w.attempted = true
+	if !mutated(mutGiveBackCounts) {
+		w.attempted = true
+	}
 	return true
 }
