@@ -130,6 +130,7 @@ local function head(q, l, t)
 		if until_ > t then return h, until_ - t end
 		redis.call('ZREM', q, h)
 		redis.call('ZREM', l, h)
+		redis.call('ZREM', string.sub(q, 1, -7) .. ':seq', h) -- (its look's number, if a release could name it)
 	end
 end
 local function enqueue(q, l, t, id, ticket, lease)
@@ -261,12 +262,14 @@ func placeOutLua(marker, fns string) string {
 	return `
 if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
+		-- its look's number and a set's keys go, queued or not (a leave or a lapse took the place, and left them)
+		redis.call('ZREM', k .. ':seq', ARGV[1])
+		if string.find(ARGV[1], '.wis', 1, true) then redis.call('DEL', k .. ':set:' .. ARGV[1]) end
 		if redis.call('ZSCORE', k .. ':queue', ARGV[1]) then
 ` + fns + `
 			local q, l, t = k .. ':queue', k .. ':lease', now()
 			local first = head(q, l, t)
 			leave(q, l, ARGV[1])
-			forget(k, ARGV[1])
 			handOn(q, l, t, k)
 			local v = first == ARGV[1] and ARGV[3] ~= '' and redis.call('GET', k)
 			if v and string.byte(v) == 0 then -- it was first, the key free: the next is, as after a leave
@@ -305,7 +308,12 @@ end
 local q, l = qkeys()
 local t = now()
 local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
-if ARGV[2] == '0' then leave(q, l, ARGV[1]) else enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3])) end
+if ARGV[2] == '0' then
+	leave(q, l, ARGV[1])
+	forget(KEYS[1], ARGV[1]) -- (a place that won by its attempt, but a node refused it)
+else
+	enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3]))
+end
 if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], ARGV[1]) == 1 then
 	redis.call('PEXPIRE', KEYS[1] .. ':seq', 2 * tonumber(ARGV[3]))
 end

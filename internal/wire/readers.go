@@ -113,7 +113,12 @@ if ARGV[2] ~= '0' and letsIn(id) then -- let in by a release: its look refreshes
 	if u > t then return {'\3in', u - t, -2} end
 end
 local first = ARGV[2] == '0' and head(q, l, t) -- the head a leave may wake the next of
-if ARGV[2] == '0' then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
+if ARGV[2] == '0' then
+	leave(q, l, id)
+	forget(KEYS[1], id) -- (a reader that entered by its attempt, but a node refused it)
+else
+	enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3]))
+end
 if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], id) == 1 then
 	redis.call('PEXPIRE', KEYS[1] .. ':seq', 2 * tonumber(ARGV[3]))
 end
