@@ -21,7 +21,35 @@ func newClient(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Op
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	clientsMu.Lock()
+	clientsOf[t] = append(clientsOf[t], c)
+	clientsMu.Unlock()
+	t.Cleanup(func() {
+		clientsMu.Lock()
+		delete(clientsOf, t)
+		clientsMu.Unlock()
+	})
 	return c
+}
+
+// clientsOf: the Clients newClient made for each test still running.
+var (
+	clientsMu sync.Mutex
+	clientsOf = map[testing.TB][]*redlock.Client{}
+)
+
+// closeClients closes the Clients newClient made for t: Close waits for
+// their calls still on their way (an Unlock returns once a majority
+// released; the other nodes' releases follow).
+func closeClients(t testing.TB) {
+	clientsMu.Lock()
+	cs := clientsOf[t]
+	clientsMu.Unlock()
+	for _, c := range cs {
+		if err := c.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // waitEmpty polls until no node holds key, failing after limit. Keys in these
