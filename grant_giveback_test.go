@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -26,10 +27,56 @@ func TestGivenBackGrantsCountNoMore(t *testing.T) {
 	}
 }
 
+// TestReaderLetInAfterGiveBack: a reader let in on nodes 0 and 1 gives
+// its let-ins back; let-ins that name its looks before then do not
+// count, and those that name a later look do: let in so on a majority, it
+// holds. Before, a reader that gave back was woken to attempt by later
+// let-ins instead, and its attempt was refused where a writer had come
+// to wait ahead of it, while its let-ins kept that writer out: no one
+// held until they lapsed (integration's TestRWMutexGrantsSplitBetweenWaiters,
+// once in about 100 runs beside a CPU hog).
+func TestReaderLetInAfterGiveBack(t *testing.T) {
+	if broke := readerGiveBackBroken(t); broke != "" {
+		t.Fatal(broke)
+	}
+}
+
 func TestGiveBackMutantCaught(t *testing.T) {
 	requireCaught(t, []scheduledMutant{
 		{"grants given back still count", mutGiveBackCounts, givenBackCounted},
+		{"a reader's let-ins given back still count", mutGiveBackCounts, readerGiveBackBroken},
 	})
+}
+
+// readerGiveBackBroken runs TestReaderLetInAfterGiveBack's schedule and
+// returns what broke ("" if nothing did).
+func readerGiveBackBroken(t *testing.T) (broke string) {
+	synctest.Test(t, func(t *testing.T) {
+		c, tg, lc, w := letInWaiter(t)
+		letIn := func(seq int64, nodes ...int) {
+			for _, i := range nodes {
+				c.hand.letInNotice(i, tg.rkey, w.ID, strconv.FormatInt(seq, 10))
+			}
+		}
+		before := c.hand.numberLook(w, time.Now())
+		letIn(before, 0, 1)
+		require.True(t, c.hand.giveBack(w), "let in on a minority: given back")
+		letIn(before, 2, 3) // (notices that were on their way)
+		if l := c.takeLetIn(t.Context(), tg, lc, w, 1); l != nil {
+			broke = "held by let-ins that name a look before it gave back"
+			_ = l.Unlock(context.Background())
+			return
+		}
+		after := c.hand.numberLook(w, time.Now())
+		letIn(after, 0, 1, 2)
+		l := c.takeLetIn(t.Context(), tg, lc, w, 1)
+		if l == nil {
+			broke = "let in on a majority by a look after it gave back, and not held"
+			return
+		}
+		_ = l.Unlock(context.Background()) // (the nodes never let it in: the notices are the test's)
+	})
+	return broke
 }
 
 // givenBackCounted runs TestGivenBackGrantsCountNoMore's schedule and

@@ -250,9 +250,17 @@ func setGrantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 
 // giveBack notes that w gives back the grants its last look found stuck
 // (grantsStuck), unless its admissions hold the lock by now (their wake
-// is on its way) or it took them: they count no more, as after an
-// attempt, so that w can never hold by a node whose grant it released.
-// It reports whether to release them.
+// is on its way) or it took them: they count no more, so that w can
+// never hold by a node whose grant it released. A writer's (a set's, a
+// semaphore's waiter's) count no more as after an attempt: later ones
+// wake it to attempt, and its attempt takes them from its place. A
+// reader's attempt cannot take its let-ins where a writer now waits
+// ahead of it, so a reader instead forgets its looks so far: let-ins
+// that name them do not count, and those that name a later look do.
+// Each later look leaves on its node's stream after the release, so
+// what it is let in by comes after the release ran (docs/design.md, "A
+// read-write lock's readers split with writers"). It reports whether to
+// release them.
 func (h *handoff) giveBack(w *waiter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -262,7 +270,14 @@ func (h *handoff) giveBack(w *waiter) bool {
 	if !w.attempted && w.holdsAny(h.letInQuorum()) {
 		return false
 	}
-	if !mutated(mutGiveBackCounts) {
+	switch {
+	case mutated(mutGiveBackCounts):
+	case w.t.reader():
+		clear(w.sends)
+		for k := range w.keys {
+			w.keys[k].counted = 0
+		}
+	default:
 		w.attempted = true
 	}
 	return true
