@@ -32,6 +32,10 @@ type admission struct {
 	// reserved, a key a release granted its place, so its admissions no
 	// longer count; they wake it to attempt.
 	attempted bool
+	// backing: a reader's nodes whose release of the let-ins it gave back
+	// (giveBackLetIns) has not answered yet; let-ins from them do not
+	// count until it has
+	backing uint64
 }
 
 // admits is a waiter's admissions to one key.

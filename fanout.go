@@ -66,14 +66,20 @@ func (f *fleet) sendDetached(ctx context.Context, o *wire.Op, nodes []node, ttl 
 // (Close waits for them). It takes a place out of queues: nothing waits
 // on the answer, and a Lock call need not wait a round trip for it.
 func (f *fleet) post(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration) {
+	f.postThen(ctx, o, nodes, ttl, nil)
+}
+
+// postThen is post, with late called on each reply (j: its node's index
+// in nodes) as it comes.
+func (f *fleet) postThen(ctx context.Context, o *wire.Op, nodes []node, ttl time.Duration, late lateFunc) {
 	if len(nodes) == 0 {
 		return
 	}
 	req := request{op: o, nodes: nodes, need: len(nodes), timeout: f.nodeTimeout(ttl)}
 	start := time.Now()
 	r := newRound(req, start)
-	r.closed = true      // nobody collects it: every reply is late,
-	r.finish(&f.bg, nil) // counted in bg until it comes
+	r.closed = true       // nobody collects it: every reply is late,
+	r.finish(&f.bg, late) // counted in bg until it comes
 	req.start(context.WithoutCancel(ctx), r, start.Add(req.timeout))
 }
 

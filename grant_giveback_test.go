@@ -41,11 +41,57 @@ func TestReaderLetInAfterGiveBack(t *testing.T) {
 	}
 }
 
+// TestReaderLetInWaitsForGiveBack: a reader's let-ins on a node whose
+// release of the let-ins it gave back has not answered do not count, even
+// where they name a later look: that look may have overtaken the release
+// (a new connection beside a dead one), which would then take the let-in
+// away. Once the release has answered, they count.
+func TestReaderLetInWaitsForGiveBack(t *testing.T) {
+	if broke := readerBackingBroken(t); broke != "" {
+		t.Fatal(broke)
+	}
+}
+
 func TestGiveBackMutantCaught(t *testing.T) {
 	requireCaught(t, []scheduledMutant{
 		{"grants given back still count", mutGiveBackCounts, givenBackCounted},
 		{"a reader's let-ins given back still count", mutGiveBackCounts, readerGiveBackBroken},
+		{"a reader's let-ins count before its give-back answered", mutBackingIgnored, readerBackingBroken},
 	})
+}
+
+// readerBackingBroken runs TestReaderLetInWaitsForGiveBack's schedule and
+// returns what broke ("" if nothing did).
+func readerBackingBroken(t *testing.T) (broke string) {
+	synctest.Test(t, func(t *testing.T) {
+		c, tg, lc, w := letInWaiter(t)
+		letIn := noticesTo(c, tg, w)
+		letIn(c.hand.numberLook(w, time.Now()), 0, 1)
+		gate := make(chan struct{})
+		for _, n := range c.nodes[:2] {
+			n.(*fakeNode).setGate(gate) // the give-back's releases wait
+		}
+		require.True(t, c.hand.giveBack(w))
+		c.hand.giveBackLetIns(w, 0b11)
+		after := c.hand.numberLook(w, time.Now())
+		letIn(after, 0, 1, 2)
+		if l := c.takeLetIn(t.Context(), tg, lc, w, 1); l != nil {
+			broke = "held by let-ins from nodes whose give-back had not answered"
+			close(gate)
+			_ = l.Unlock(context.Background())
+			return
+		}
+		close(gate)
+		synctest.Wait()
+		letIn(after, 0, 1)
+		l := c.takeLetIn(t.Context(), tg, lc, w, 1)
+		if l == nil {
+			broke = "let in on a majority after its give-back answered, and not held"
+			return
+		}
+		_ = l.Unlock(context.Background()) // (the nodes never let it in: the notices are the test's)
+	})
+	return broke
 }
 
 // readerGiveBackBroken runs TestReaderLetInAfterGiveBack's schedule and
@@ -53,11 +99,7 @@ func TestGiveBackMutantCaught(t *testing.T) {
 func readerGiveBackBroken(t *testing.T) (broke string) {
 	synctest.Test(t, func(t *testing.T) {
 		c, tg, lc, w := letInWaiter(t)
-		letIn := func(seq int64, nodes ...int) {
-			for _, i := range nodes {
-				c.hand.letInNotice(i, tg.rkey, w.ID, strconv.FormatInt(seq, 10))
-			}
-		}
+		letIn := noticesTo(c, tg, w)
 		before := c.hand.numberLook(w, time.Now())
 		letIn(before, 0, 1)
 		require.True(t, c.hand.giveBack(w), "let in on a minority: given back")
@@ -149,4 +191,14 @@ func holderOf(f *fakeNode, key string) string {
 	v, _ := f.value(key)
 	h, _, _ := strings.Cut(v, "\x00")
 	return h
+}
+
+// noticesTo returns a function that hands the waiter w the let-in
+// notices of nodes, naming its look seq.
+func noticesTo(c *Client, tg target, w *waiter) func(seq int64, nodes ...int) {
+	return func(seq int64, nodes ...int) {
+		for _, i := range nodes {
+			c.hand.letInNotice(i, tg.rkey, w.ID, strconv.FormatInt(seq, 10))
+		}
+	}
 }

@@ -181,7 +181,7 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	if mutated(mutLetInLastLook) {
 		sent, known = w.sends[w.seq], err == nil
 	}
-	counts := err == nil && known && h.countsFrom(i) && (!w.attempted || mutated(mutGrantAfterAttempt))
+	counts := err == nil && known && h.countsFrom(i) && (!w.attempted || mutated(mutGrantAfterAttempt)) && (w.backing&(1<<i) == 0 || mutated(mutBackingIgnored))
 	if a.fences != nil && fence <= 0 {
 		counts = false // a fenced waiter's grant without a token (the counter was ahead, an unfenced release): it attempts
 	}

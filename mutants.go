@@ -68,6 +68,9 @@ const (
 	// mutGiveBackCounts: a waiter's grants it gave back (giveBack) still
 	// count towards holding, with any that come after.
 	mutGiveBackCounts
+	// mutBackingIgnored: a reader's let-ins count from a node whose
+	// release of the let-ins it gave back has not answered yet.
+	mutBackingIgnored
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -150,6 +150,8 @@ func (c *Client) giveBackStuck(w *waiter, rs ...*round) bool {
 			c.hand.giveBackSet(w, m)
 		case w.t.choosesSlot():
 			c.hand.releaseLetIn(w.t.slots[i].rkey, w.ID, m)
+		case w.t.reader():
+			c.hand.giveBackLetIns(w, m)
 		default:
 			c.hand.releaseLetIn(w.t.rkey, w.ID, m) // to the queue's head there
 		}
@@ -201,6 +203,36 @@ func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 		return 0
 	}
 	return granted
+}
+
+// giveBackLetIns releases a reader w's let-ins on nodes (bit i: node i),
+// in the background, as releaseLetIn does. Until a node has answered,
+// its let-ins do not count (admission.backing): a let-in that names a
+// look after the give-back came after the release ran only once the
+// release is known to have run (the look, on a new connection, could
+// overtake a release still on its way on a dead one). A release that
+// failed leaves the node out for good.
+func (h *handoff) giveBackLetIns(w *waiter, nodes uint64) {
+	h.mu.Lock()
+	w.backing |= nodes
+	h.mu.Unlock()
+	ns := h.nodesIn(nodes)
+	idx := make([]int, 0, len(ns))
+	for i := range h.c.nodes {
+		if nodes&(1<<i) != 0 {
+			idx = append(idx, i)
+		}
+	}
+	o := (&target{key: w.t.rkey, rkey: w.t.rkey, mode: wire.ModeRead}).op(wire.OpRelease, w.ID, "", 0)
+	o.Wake = h.wakeArg
+	h.c.postThen(context.Background(), o, ns, h.c.cfg.lease, func(j int, res wire.Result) func() {
+		if res.Status != wire.StatusFailed {
+			h.mu.Lock()
+			w.backing &^= 1 << idx[j]
+			h.mu.Unlock()
+		}
+		return nil
+	})
 }
 
 // giveBackSet releases the keys granted to a set's place w on nodes (bit
