@@ -2,8 +2,9 @@ package redlock
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"strings"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
 )
 
@@ -151,32 +153,53 @@ func grantsSplitBroken(sa splitAcquire) func(t *testing.T) string {
 	}
 }
 
+// splitPlan says which of the three waiters' connections to which nodes
+// lag: their joins there (and what they send after them, in order) land
+// only after the holders' release, after.
+type splitPlan struct {
+	late  [5][3]bool // per node, per waiter (a, b, c)
+	after time.Duration
+}
+
+// theSplit is TestGrantsSplitBetweenWaiters' plan: a's and b's joins on
+// nodes 0 and 1, and a's on node 2, land 3 ms after the release.
+var theSplit = splitPlan{late: [5][3]bool{{true, true}, {true, true}, {true}}, after: 3 * time.Millisecond}
+
 // grantsSplit runs TestGrantsSplitBetweenWaiters' schedule and returns,
 // in the order they held, how long after the holders' release each of
 // the three Lock calls held the key (sa: what they take).
 func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
+	return grantsSplitBy(t, sa, theSplit)
+}
+
+// grantsSplitBy is grantsSplit with the plan p. Each waiter has a
+// connection of its own to each node (fifoNode), on which its calls run
+// in the order it sent them, as on a node's stream.
+func grantsSplitBy(t *testing.T, sa splitAcquire, p splitPlan) []time.Duration {
 	fakes := newFakeNodes(5)
-	ws := []*Client{newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)}
-	late := func(node int, id string) bool { // a's and b's joins on nodes 0 and 1, a's on node 2
-		switch {
-		case node <= 1:
-			return strings.HasPrefix(id, ws[0].hand.id+".") || strings.HasPrefix(id, ws[1].hand.id+".")
-		case node == 2:
-			return strings.HasPrefix(id, ws[0].hand.id+".")
-		}
-		return false
-	}
-	var joins atomic.Int64 // when a's and b's late joins land: 3 ms after the release
+	var joins atomic.Int64 // when the late joins land
 	joins.Store(time.Now().Add(time.Hour).UnixNano())
-	for i, f := range fakes {
-		f.delay = 100 * time.Microsecond
-		f.hold = func(o *wire.Op) { // the joins, and any look before then (looks are not ordered behind them here)
-			if o.Kind == wire.OpQueue && o.Place != nil && o.Place.Ticket != 0 && late(i, o.Place.ID) {
-				for time.Now().UnixNano() < joins.Load() {
-					time.Sleep(time.Millisecond)
+	ws := make([]*Client, 3)
+	for j := range ws {
+		nodes := make([]node, len(fakes))
+		for i, f := range fakes {
+			n := &fifoNode{fakeNode: &fakeNode{id: f.id, index: i, mem: f.mem, delay: 100 * time.Microsecond}}
+			n.hold = func(o *wire.Op) { // its joins, and any look before then
+				if p.late[i][j] && o.Kind == wire.OpQueue && o.Place != nil && o.Place.Ticket != 0 {
+					for time.Now().UnixNano() < joins.Load() {
+						time.Sleep(time.Millisecond)
+					}
 				}
 			}
+			nodes[i] = n
 		}
+		c, err := newClient(nodes, []Option{WithAnyNodeCount(), WithNodeTimeout(5 * time.Second)})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		ws[j] = c
+	}
+	for _, f := range fakes {
+		f.delay = 100 * time.Microsecond
 	}
 	ctx := t.Context()
 	var held []*Lock
@@ -215,10 +238,71 @@ func grantsSplit(t *testing.T, sa splitAcquire) []time.Duration {
 	mu.Lock()
 	released = time.Now()
 	mu.Unlock()
-	joins.Store(released.Add(3 * time.Millisecond).UnixNano())
+	joins.Store(released.Add(p.after).UnixNano())
 	for _, l := range held {
 		require.NoError(t, l.Unlock(ctx))
 	}
 	wg.Wait()
 	return took
+}
+
+// fifoNode is one Client's connection to a fake node: its calls run on
+// the node in the order the Client sent them, each after the one before
+// has run, as on the node's stream (a fakeNode orders only a batch's).
+type fifoNode struct {
+	*fakeNode
+	mu   sync.Mutex
+	last chan struct{}
+}
+
+func (n *fifoNode) Start(c nodeio.Call) { n.StartAll([]nodeio.Call{c}) }
+
+func (n *fifoNode) StartAll(calls []nodeio.Call) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range calls {
+		t := turn{after: n.last, done: make(chan struct{})}
+		n.last = t.done
+		n.startPaused(c, 0, t)
+	}
+}
+
+var splitPlans = flag.Int("split.plans", 0, "TestGrantsSplitPlans: how many random split plans to run (0: skip)")
+
+// TestGrantsSplitPlans runs the split schedule with -split.plans random
+// plans (which waiters' joins land late on which nodes, and how late:
+// 1-6 ms), for each primitive of the split tests: every Lock call must
+// hold within 200 ms of the release. It searches for stalls the
+// hand-written plans miss; run it with a few thousand plans after a
+// change to the give-back (docs/testing.md).
+func TestGrantsSplitPlans(t *testing.T) {
+	if *splitPlans == 0 {
+		t.Skip("-split.plans N runs N random plans")
+	}
+	defer func(kinds string) { rwKinds = kinds }(rwKinds)
+	for seed := range uint64(*splitPlans) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		var p splitPlan
+		for i := range p.late {
+			for j := range p.late[i] {
+				p.late[i][j] = r.IntN(2) == 0
+			}
+		}
+		p.after = time.Duration(1+r.IntN(6)) * time.Millisecond
+		sa, name := lockSplit, "mutex"
+		switch r.IntN(4) {
+		case 1:
+			sa, name = semaphoreSplit, "semaphore"
+		case 2:
+			sa, name = setSplit, "set"
+		case 3:
+			rwKinds = []string{"wwww", "wrww", "wwrw", "wwwr"}[r.IntN(4)]
+			sa, name = rwSplit, "read-write "+rwKinds
+		}
+		var took []time.Duration
+		synctest.Test(t, func(t *testing.T) { took = grantsSplitBy(t, sa, p) })
+		if len(took) != 3 || took[2] >= 200*time.Millisecond {
+			t.Errorf("plan %d (%s, %+v): held %v after the release", seed, name, p, took)
+		}
+	}
 }

@@ -137,8 +137,9 @@ func (h *handoff) postRelease(t target, id string, nodes []node) {
 // any back.
 func (c *Client) giveBackStuck(w *waiter, rs ...*round) bool {
 	stuck := make([]uint64, len(rs))
+	admitted := c.hand.admittedOf(w)
 	for i, r := range rs {
-		stuck[i] = grantsStuck(r, w, c.quorum())
+		stuck[i] = grantsStuck(r, w, c.quorum(), admitted[i])
 	}
 	if !slices.ContainsFunc(stuck, func(m uint64) bool { return m != 0 }) || !c.hand.giveBack(w) {
 		return false
@@ -175,7 +176,7 @@ func (c *Client) giveBackStuck(w *waiter, rs ...*round) bool {
 // first waiter (a reader's let-ins too: docs/design.md, "A read-write
 // lock's readers split with writers"). A waiter first where another's
 // place holds the key waits for that one to do so.
-func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
+func grantsStuck(r *round, w *waiter, quorum int, admitted uint64) (granted uint64) {
 	switch {
 	case mutated(mutGrantsStuckWait):
 		return 0
@@ -186,6 +187,7 @@ func grantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 	for i, res := range r.results {
 		switch {
 		case !res.Answered || res.Status == wire.StatusFailed:
+			granted |= admitted & (1 << i) // its notice came: given back too
 		case res.Head == wire.LetIn:
 			granted |= 1 << i
 		case res.Status == wire.StatusQueued:
@@ -233,6 +235,18 @@ func (h *handoff) giveBackLetIns(w *waiter, nodes uint64) {
 		}
 		return nil
 	})
+}
+
+// admittedOf returns, per key of w's (w.keys' order), the nodes whose
+// notices said they let w in or granted it the key.
+func (h *handoff) admittedOf(w *waiter) []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := make([]uint64, len(w.keys))
+	for k, a := range w.keys {
+		m[k] = a.admitted
+	}
+	return m
 }
 
 // giveBackSet releases the keys granted to a set's place w on nodes (bit
