@@ -139,7 +139,11 @@ func (c *Client) giveBackStuck(w *waiter, rs ...*round) bool {
 	stuck := make([]uint64, len(rs))
 	admitted := c.hand.admittedOf(w)
 	for i, r := range rs {
-		stuck[i] = grantsStuck(r, w, c.quorum(), admitted[i])
+		var notices uint64 // (none for a waiter never granted: no keys)
+		if i < len(admitted) {
+			notices = admitted[i]
+		}
+		stuck[i] = grantsStuck(r, w, c.quorum(), notices)
 	}
 	if !slices.ContainsFunc(stuck, func(m uint64) bool { return m != 0 }) || !c.hand.giveBack(w) {
 		return false
