@@ -56,6 +56,17 @@ var readAcquireSrc = queueLua + `
 local id, ticket = ARGV[4] or '', ARGV[5] or '0'
 local q, l = qkeys()
 local t = now()
+if letsIn(id) and tonumber(redis.call('ZSCORE', KEYS[1] .. ':readers', id) or '0') > t then
+	-- let in here by a release, as its place: it is in already, whoever waits now (its let-in keeps
+	-- writers out), and holds by its token from now on (its let-ins did not count: their notices late)
+	local r, ttl = KEYS[1] .. ':readers', tonumber(ARGV[3])
+	redis.call('ZREM', r, id)
+	redis.call('ZADD', r, t + ttl, ARGV[1])
+	if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+	leave(q, l, id)
+	forget(KEYS[1], id)
+	return 1
+end
 -- A queued reader's place is put back where the node lost it (so that it
 -- is ordered by its ticket), and otherwise refreshed only where the reader
 -- is refused: one let in leaves the queue.
