@@ -173,6 +173,14 @@ func grantsSplit(t *testing.T, nodes []*Node, holders int, keys []string, acquir
 		}
 	}
 	released := time.Now()
+	stuck := time.AfterFunc(lease/5, func() { // no one holds yet: say how the nodes stand, for the failure to come
+		mu.Lock()
+		defer mu.Unlock()
+		if len(held) == 0 {
+			logQueues(t, admins, keys, ids)
+		}
+	})
+	defer stuck.Stop()
 	for _, h := range hs {
 		if err := h.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -188,5 +196,19 @@ func grantsSplit(t *testing.T, nodes []*Node, holders int, keys []string, acquir
 	t.Logf("the first holder held %v after the release (let in: %v, attempt %d)", firstAt.Sub(released), first.LetIn, first.Attempt)
 	if took := firstAt.Sub(released); took >= lease/2 {
 		t.Fatalf("the first holder held %v after the release (a lease is %v): the grants lapsed", took, lease)
+	}
+}
+
+// logQueues logs, per node, each key's value and PTTL, its queue, readers
+// and look numbers (ids: the waiters, in ticket order).
+func logQueues(t *testing.T, admins []*redis.Client, keys, ids []string) {
+	ctx := context.Background()
+	t.Logf("waiters in ticket order: %v", ids)
+	for i, a := range admins {
+		for _, k := range keys {
+			rk := RedisKey(k)
+			t.Logf("node %d %s: %q (PTTL %v), queue %v, readers %v, look numbers %v", i, k, a.Get(ctx, rk).Val(), a.PTTL(ctx, rk).Val(),
+				a.ZRange(ctx, rk+":queue", 0, -1).Val(), a.ZRange(ctx, rk+":readers", 0, -1).Val(), a.ZRangeWithScores(ctx, rk+":seq", 0, -1).Val())
+		}
 	}
 }
