@@ -2,9 +2,7 @@ package redlock
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,45 +262,5 @@ func (n *fifoNode) StartAll(calls []nodeio.Call) {
 		t := turn{after: n.last, done: make(chan struct{})}
 		n.last = t.done
 		n.startPaused(c, 0, t)
-	}
-}
-
-var splitPlans = flag.Int("split.plans", 0, "TestGrantsSplitPlans: how many random split plans to run (0: skip)")
-
-// TestGrantsSplitPlans runs the split schedule with -split.plans random
-// plans (which waiters' joins land late on which nodes, and how late:
-// 1-6 ms), for each primitive of the split tests: every Lock call must
-// hold within 200 ms of the release. It searches for stalls the
-// hand-written plans miss; run it with a few thousand plans after a
-// change to the give-back (docs/testing.md).
-func TestGrantsSplitPlans(t *testing.T) {
-	if *splitPlans == 0 {
-		t.Skip("-split.plans N runs N random plans")
-	}
-	defer func(kinds string) { rwKinds = kinds }(rwKinds)
-	for seed := range uint64(*splitPlans) {
-		r := rand.New(rand.NewPCG(seed, 7))
-		var p splitPlan
-		for i := range p.late {
-			for j := range p.late[i] {
-				p.late[i][j] = r.IntN(2) == 0
-			}
-		}
-		p.after = time.Duration(1+r.IntN(6)) * time.Millisecond
-		sa, name := lockSplit, "mutex"
-		switch r.IntN(4) {
-		case 1:
-			sa, name = semaphoreSplit, "semaphore"
-		case 2:
-			sa, name = setSplit, "set"
-		case 3:
-			rwKinds = []string{"wwww", "wrww", "wwrw", "wwwr"}[r.IntN(4)]
-			sa, name = rwSplit, "read-write "+rwKinds
-		}
-		var took []time.Duration
-		synctest.Test(t, func(t *testing.T) { took = grantsSplitBy(t, sa, p) })
-		if len(took) != 3 || took[2] >= 200*time.Millisecond {
-			t.Errorf("plan %d (%s, %+v): held %v after the release", seed, name, p, took)
-		}
 	}
 }

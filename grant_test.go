@@ -27,9 +27,7 @@ func TestGrantScripts(t *testing.T) {
 	const lease, ttl = time.Minute, time.Minute
 	key := "redlock:{doc}"
 	look := func(id string, ticket, seq int64, lease time.Duration) any {
-		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
-		o.Place, o.Wake, o.Seq = &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
-		return run(o)
+		return run(placeLook(key, wire.ModeMutex, id, ticket, seq, lease))
 	}
 	release := func(token string, handing bool) any {
 		o := wire.NewOp(wire.OpRelease, key, token, "", 0)

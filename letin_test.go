@@ -22,9 +22,7 @@ func TestLetInScripts(t *testing.T) {
 	const lease, ttl = time.Minute, time.Minute
 	key := "redlock:{doc}"
 	look := func(mode wire.Mode, id string, ticket, seq int64) any {
-		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
-		o.Mode, o.Place, o.Wake, o.Seq = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
-		return run(o)
+		return run(placeLook(key, mode, id, ticket, seq, lease))
 	}
 	release := func(mode wire.Mode, token string) any {
 		o := wire.NewOp(wire.OpRelease, key, token, "", 0)
@@ -115,9 +113,7 @@ func TestLetInReaderAttemptEnters(t *testing.T) {
 	const lease, ttl = time.Minute, time.Minute
 	key := "redlock:{doc}"
 	look := func(mode wire.Mode, id string, ticket, seq int64) any {
-		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
-		o.Mode, o.Place, o.Wake, o.Seq = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
-		return run(o)
+		return run(placeLook(key, mode, id, ticket, seq, lease))
 	}
 	w := wire.NewOp(wire.OpAcquire, key, "wtok", "wtok", ttl)
 	w.Mode = wire.ModeWrite

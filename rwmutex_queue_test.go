@@ -184,6 +184,15 @@ func TestReaderAcquireScript(t *testing.T) {
 	require.Equal(t, int64(2), run(reader(lapsed, "r4", "", 0)), "a live one: re-entry")
 }
 
+// placeLook is a look at key's queue, as a Client sends it, for the place
+// id (ticket 0: its leave), numbered seq (0: none), whose wake goes to
+// "redlock:wake:" and the Client's ID.
+func placeLook(key string, mode wire.Mode, id string, ticket, seq int64, lease time.Duration) *wire.Op {
+	o := wire.NewOp(wire.OpQueue, key, "", "", 0)
+	o.Mode, o.Place, o.Wake, o.Seq = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
+	return o
+}
+
 // scriptNode starts a redis-server for a test of the scripts, and returns
 // a client of it and a function that runs an op's script there.
 func scriptNode(t *testing.T) (*redis.Client, func(o *wire.Op) any) {

@@ -23,9 +23,7 @@ func TestLookNumbersGoWithPlaces(t *testing.T) {
 	ctx := t.Context()
 	key := "redlock:{doc}"
 	look := func(mode wire.Mode, id string, ticket, seq int64, lease time.Duration) {
-		o := wire.NewOp(wire.OpQueue, key, "", "", 0)
-		o.Mode, o.Place, o.Wake, o.Seq = mode, &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
-		run(o)
+		run(placeLook(key, mode, id, ticket, seq, lease))
 	}
 	numbers := func() []string { return rc.ZRange(ctx, key+":seq", 0, -1).Val() }
 	w := wire.NewOp(wire.OpAcquire, key, "wtok", "wtok", time.Minute)
