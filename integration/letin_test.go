@@ -253,6 +253,7 @@ func TestWriterGrantedByLastReader(t *testing.T) {
 		}
 		return true
 	})
+	heardBy(t, nodes, "rw:"+key)
 	for _, r := range held {
 		if err := r.Unlock(ctx); err != nil {
 			t.Fatal(err)

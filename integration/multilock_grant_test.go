@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 )
 
@@ -30,6 +31,12 @@ func TestSetGrantedByReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 		held = append(held, l)
+		// Lock returns at a majority: its last call lands before the set
+		// tries, or the set's first attempt may take the key there first,
+		// and the key is held on a bare majority (the set then attempted
+		// at the first release: a look that heard the other node did not
+		// count the key as held).
+		heldEverywhere(t, nodes, k, l.Token())
 	}
 	var mu sync.Mutex
 	var acquires []redlock.Event
@@ -70,7 +77,14 @@ func TestSetGrantedByReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	var place string
-	waitUntil(t, 10*time.Second, "the first key granted to the set's place on every node", func() bool {
+	admins := func() (a []*redis.Client) {
+		for _, nd := range nodes {
+			a = append(a, Admin(t, nd))
+		}
+		return a
+	}
+	grantedAll := func() bool {
+		place = ""
 		for _, nd := range nodes {
 			v := Admin(t, nd).Get(ctx, RedisKey(keys[0])).Val()
 			id, _, _ := strings.Cut(v, "\x00")
@@ -80,7 +94,14 @@ func TestSetGrantedByReleases(t *testing.T) {
 			place = id
 		}
 		return true
-	})
+	}
+	if !poll(2*time.Second, grantedAll) {
+		logQueues(t, admins(), keys, nil)
+		if !poll(8*time.Second, grantedAll) {
+			logQueues(t, admins(), keys, nil)
+			t.Fatal("waited 10s for the first key granted to the set's place on every node")
+		}
+	}
 	select {
 	case <-got:
 		t.Fatal("the set held with one key of two granted")
@@ -109,4 +130,18 @@ func TestSetGrantedByReleases(t *testing.T) {
 	for _, k := range keys {
 		noKeysLeft(t, nodes, k)
 	}
+}
+
+// heldEverywhere waits until every node has key held by token.
+func heldEverywhere(t *testing.T, nodes []*Node, key, token string) {
+	t.Helper()
+	waitUntil(t, 10*time.Second, key+" held by "+token+" on every node", func() bool {
+		for _, nd := range nodes {
+			v := Admin(t, nd).Get(t.Context(), RedisKey(key)).Val()
+			if id, _, _ := strings.Cut(v, "\x00"); id != token {
+				return false
+			}
+		}
+		return true
+	})
 }
