@@ -170,14 +170,16 @@ func (w *waiter) bestAdmits(quorum int) (k int, a admits, from time.Time, ok boo
 // each).
 func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 	w.grantSeen, w.grantsHeld = 0, false
+	w.grantsFrom = append(w.grantsFrom[:0], make([]uint64, len(w.keys))...)
 	all := uint64(1)<<len(w.t.rkeys) - 1 // a set's keys
-	for _, r := range rs {
+	for j, r := range rs {
 		seen, n := false, 0
-		for _, res := range r.results {
+		for i, res := range r.results {
 			if !res.Answered {
 				continue
 			}
 			seen = seen || res.Head == wire.LetIn || res.Granted != 0
+			w.noteGrantFrom(i, j, res)
 			if res.Head == wire.LetIn || w.t.multiKey() && res.Granted == all {
 				n++
 			}
@@ -187,6 +189,33 @@ func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 		}
 		w.grantsHeld = w.grantsHeld || 2*n > len(r.results)
 	}
+}
+
+// noteGrantFrom notes in w.grantsFrom that node i answered j, the round
+// of one key (a slot's) of w's look, or a set's of all its keys, with res.
+func (w *waiter) noteGrantFrom(i, j int, res wire.Result) {
+	switch {
+	case w.t.multiKey():
+		for k := range w.grantsFrom {
+			if res.Granted&(1<<k) != 0 {
+				w.grantsFrom[k] |= 1 << i
+			}
+		}
+	case res.Head == wire.LetIn && j < len(w.grantsFrom):
+		w.grantsFrom[j] |= 1 << i
+	}
+}
+
+// noticesDue reports whether a node w's last look found granting it a
+// key has not yet told it so (its notice not read); callers hold the
+// handoff's mu.
+func (w *waiter) noticesDue() bool {
+	for k, nodes := range w.grantsFrom {
+		if k < len(w.keys) && nodes&^w.keys[k].admitted != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // maxGrantChecks bounds the looks in a row that only check a waiter's

@@ -217,15 +217,8 @@ func TestLookBeforeGrantNoticeWaitsForIt(t *testing.T) {
 			}
 		}
 		l, _, got := heldAndAwaited(t, fakes)
-		gate := make(chan struct{})
-		for _, f := range fakes {
-			f.mu.Lock()
-			f.noticeGate = gate
-			f.mu.Unlock()
-		}
-		unlocked := make(chan error)
-		go func() { unlocked <- l.Unlock(t.Context()) }()
-		synctest.Wait() // each node granted the waiter's place; the notices wait
+		gate, unlocked := unlockNoticesHeld(fakes, func() error { return l.Unlock(t.Context()) })
+		// Each node granted the waiter's place; the notices wait.
 		armed.Store(true)
 		// The waiter's next look finds the grants; it then waits a
 		// millisecond for their notices (twice the look's round trip,
@@ -248,6 +241,22 @@ func TestLookBeforeGrantNoticeWaitsForIt(t *testing.T) {
 		require.NoError(t, <-unlocked)
 		require.NoError(t, w.Unlock(t.Context()))
 	})
+}
+
+// unlockNoticesHeld, inside a synctest bubble, has fakes hold their
+// notices until gate is closed, and runs unlock in the background until
+// it blocks (on those notices); unlocked has its error.
+func unlockNoticesHeld(fakes []*fakeNode, unlock func() error) (gate chan struct{}, unlocked <-chan error) {
+	gate = make(chan struct{})
+	for _, f := range fakes {
+		f.mu.Lock()
+		f.noticeGate = gate
+		f.mu.Unlock()
+	}
+	out := make(chan error, 1)
+	go func() { out <- unlock() }()
+	synctest.Wait()
+	return gate, out
 }
 
 // heldAndAwaited, inside a synctest bubble: a Client holds "k" on every fake,

@@ -93,6 +93,10 @@ type waiter struct {
 	grantSeen time.Duration
 	// grantsHeld: that look found it so on a majority of nodes
 	grantsHeld bool
+	// grantsFrom: the nodes (bit i: node i) that look found each key
+	// granted to it on, in w.keys' order; their notices are due (see
+	// handoff.settled). Its wait loop's.
+	grantsFrom []uint64
 	// checkOnly: its next look was called by lookShort, to see whether
 	// its grants are stuck; if they are not, it waits on for their
 	// notices rather than attempt (see Client.pollQueue). Its wait loop's.
