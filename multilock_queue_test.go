@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -324,5 +325,35 @@ func TestSetLooksSoonAfterASplitKey(t *testing.T) {
 		synctest.Wait() // the look returned at a majority: the rest land
 		require.Equal(t, int32(5), looks.Load())
 		require.NoError(t, l.Unlock(ctx))
+	})
+}
+
+// TestShortLookWakeStaysALook: a set waits for a and b, both held. a's
+// release reaches it from node 0 alone first, so it is to look shortly
+// (lookShort); that wake has come when node 1's notice makes a granted on
+// a majority. The set must still look, not attempt: b is held. Before
+// 2026-11-30 the late notice called the short look off (callOffShortLook)
+// after its wake had come, which turned that wake into one to attempt;
+// the attempt, refused for b, took a's grants back and held a up until the
+// set's place lapsed (integration's TestSetGrantedByReleases beside a CPU
+// hog, about 1 run in 200).
+func TestShortLookWakeStaysALook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestClient(t, newFakeNodes(3))
+		set, err := c.MultiLock([]string{"a", "b"})
+		require.NoError(t, err)
+		w := c.hand.join(set.t, &set.lc)
+		t.Cleanup(func() { c.hand.leave(w, nil) })
+		heardAll(c)
+		ra, rb := set.t.rkeys[0], set.t.rkeys[1]
+		look := strconv.FormatInt(c.hand.numberLook(w, time.Now()), 10)
+		c.hand.block(w, map[string]bool{ra: false, rb: false}, time.Now()) // its look: a and b held
+		time.Sleep(time.Millisecond)
+
+		c.hand.letInNotice(0, ra, w.ID, look)
+		time.Sleep(time.Second) // the short look's wake comes; the loop has not run yet
+		require.Len(t, w.wake, 1, "no wake to look")
+		c.hand.letInNotice(1, ra, w.ID, look)
+		require.True(t, c.hand.lookFirst(w), "woken to attempt while b is held")
 	})
 }

@@ -186,7 +186,12 @@ func (q *waitQueue) attemptSoon(w *waiter) {
 }
 
 // wakeSoon wakes w d from now, as w.mustLook then says, unless
-// a wake to attempt comes first. Callers hold the handoff's mu.
+// a wake to attempt comes first. Once it has woken w, nothing is due:
+// a call-off then (callOffShortLook) must not clear mustLook, which would
+// turn the wake to look it sent into one to attempt (a set refused for a
+// key still held, whose attempt took back the grants it had: 1 run in
+// 200 of integration's TestSetGrantedByReleases beside a CPU hog;
+// TestShortLookWakeStaysALook). Callers hold the handoff's mu.
 func (q *waitQueue) wakeSoon(w *waiter, d time.Duration) {
 	w.soonDue = true
 	if w.soon != nil {
@@ -198,6 +203,7 @@ func (q *waitQueue) wakeSoon(w *waiter, d time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		if w.soonDue {
+			w.soonDue = false
 			q.wake(w)
 		}
 	})
