@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 )
 
@@ -40,10 +39,7 @@ func TestExpiryHonoured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admins := make([]*redis.Client, len(nodes))
-	for i, n := range nodes {
-		admins[i] = Admin(t, n)
-	}
+	admins := Admins(t, nodes)
 	waitUntil(t, 30*time.Second, "every node to hold the key (a straggling grant)", func() bool {
 		for _, a := range admins {
 			if k, _ := a.Exists(t.Context(), RedisKey(key)).Result(); k != 1 {

@@ -122,10 +122,7 @@ func grantsSplit(t *testing.T, nodes []*Node, holders int, keys []string, acquir
 			mu.Unlock()
 		}
 	})
-	admins := make([]*redis.Client, len(nodes))
-	for i, n := range nodes {
-		admins[i] = Admin(t, n)
-	}
+	admins := Admins(t, nodes)
 	queued := func(n int) bool { // every node has n places in every queue
 		for _, a := range admins {
 			for _, k := range keys {

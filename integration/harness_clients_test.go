@@ -37,6 +37,16 @@ func Admin(t testing.TB, n *Node) *redis.Client {
 	return c
 }
 
+// Admins returns an Admin client for each of nodes, in order.
+func Admins(t testing.TB, nodes []*Node) []*redis.Client {
+	t.Helper()
+	admins := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		admins[i] = Admin(t, n)
+	}
+	return admins
+}
+
 // Counter reads the fence counter of a lock's Redis key rkey on an admin
 // client, as the library's scripts do: the score of "c" in the sorted set
 // rkey+":fence" (0 where there is none).

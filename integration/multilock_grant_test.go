@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 )
 
@@ -77,16 +76,11 @@ func TestSetGrantedByReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	var place string
-	admins := func() (a []*redis.Client) {
-		for _, nd := range nodes {
-			a = append(a, Admin(t, nd))
-		}
-		return a
-	}
+	admins := Admins(t, nodes)
 	grantedAll := func() bool {
 		place = ""
-		for _, nd := range nodes {
-			v := Admin(t, nd).Get(ctx, RedisKey(keys[0])).Val()
+		for _, a := range admins {
+			v := a.Get(ctx, RedisKey(keys[0])).Val()
 			id, _, _ := strings.Cut(v, "\x00")
 			if !strings.Contains(id, ".wi") || place != "" && id != place {
 				return false
@@ -96,9 +90,9 @@ func TestSetGrantedByReleases(t *testing.T) {
 		return true
 	}
 	if !poll(2*time.Second, grantedAll) {
-		logQueues(t, admins(), keys, nil)
+		logQueues(t, admins, keys, nil)
 		if !poll(8*time.Second, grantedAll) {
-			logQueues(t, admins(), keys, nil)
+			logQueues(t, admins, keys, nil)
 			t.Fatal("waited 10s for the first key granted to the set's place on every node")
 		}
 	}
@@ -135,9 +129,10 @@ func TestSetGrantedByReleases(t *testing.T) {
 // heldEverywhere waits until every node has key held by token.
 func heldEverywhere(t *testing.T, nodes []*Node, key, token string) {
 	t.Helper()
+	admins := Admins(t, nodes)
 	waitUntil(t, 10*time.Second, key+" held by "+token+" on every node", func() bool {
-		for _, nd := range nodes {
-			v := Admin(t, nd).Get(t.Context(), RedisKey(key)).Val()
+		for _, a := range admins {
+			v := a.Get(t.Context(), RedisKey(key)).Val()
 			if id, _, _ := strings.Cut(v, "\x00"); id != token {
 				return false
 			}
