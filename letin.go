@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"math/bits"
-	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -87,7 +86,7 @@ func fencedGrant(t target) bool {
 
 // isGrantee reports whether id is the place of a writer a release may
 // grant the key (see grantable).
-func isGrantee(id string) bool { return strings.Contains(id, ".wi") }
+func isGrantee(id string) bool { return wire.IsPlaceID(id) }
 
 // keptLooks bounds the looks whose sends a waiter keeps: looks are a
 // third of a lease apart, or closer when woken, and a let-in names the

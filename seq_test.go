@@ -50,4 +50,15 @@ func TestLookNumbersGoWithPlaces(t *testing.T) {
 	release.Wake = "redlock:wake:"
 	require.Equal(t, int64(-1), run(release), "held by another token")
 	require.Empty(t, numbers(), "a release by the ID of a place no longer queued")
+
+	// The key held by a place's ID alone (granted it, with no place left
+	// behind: unmarked), as the uncontended release's fast path finds a
+	// token's: a release by the ID still takes its number out (Op.release
+	// keeps it off the fast path).
+	require.NoError(t, rc.Set(ctx, key, "c.wi6", time.Minute).Err())
+	require.NoError(t, rc.ZAdd(ctx, key+":seq", redis.Z{Score: 10, Member: "c.wi6"}).Err())
+	release = wire.NewOp(wire.OpRelease, key, "c.wi6", "", 0)
+	release.Wake = "redlock:wake:"
+	require.Equal(t, int64(1), run(release))
+	require.Empty(t, numbers(), "a release by the ID of a place that holds the key")
 }

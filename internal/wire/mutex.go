@@ -75,12 +75,26 @@ return 1
 // Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
 // absent (expired); −1 another token holds it.
 //
+// The uncontended release is its first lines: a value that is the token
+// alone (no metadata, no Queued mark: no place was put in the queue while
+// we held it), released with no cooldown and no ARGV[4], is deleted, and
+// nothing else is read. A release whose token is a place's ID always
+// sends ARGV[4] (Op.release), so that its place is taken out (placeOutLua)
+// whatever the value. On one redis-server the fast path runs about 2,900
+// fewer instructions per call than the general path did (callgrind).
+//
 // The one-key scripts stay apart from the multi-key ones, loops and all:
 // they are on every lock's path, and under load the nodes' CPU is the
 // limit (a release looping over KEYS cost the 256-goroutine throughput
 // about 15% in an A/B run).
-var releaseSrc = placeOutLua(".wi", queueLua) + `
+var releaseSrc = `
 local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] and ARGV[2] == '0' and not ARGV[4] then -- the uncontended release: ours, unmarked, no cooldown, no place (Op.release)
+	redis.call('DEL', KEYS[1])
+	return 1
+end
+` + placeOutLua(".wi", queueLua) + `
+v = redis.call('GET', KEYS[1]) -- again: a place's leave may have handed a reservation on
 if not v or string.byte(v) == 0 then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 if ARGV[2] ~= '0' then

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -163,6 +164,10 @@ func (o *Op) release(keys []string, ms int64) {
 		o.set(keys, o.Token, ms, o.wakeArg(), 1)
 	case o.Fence != 0: // a fenced waiter's token, if the release grants it (set on a one-key mutex's or writer's release only)
 		o.set(keys, o.Token, ms, o.wakeArg(), 0, o.Fence)
+	case releasesOneKey[o.Mode] && IsPlaceID(o.Token):
+		// releaseSrc's fast path is for a token that is no place's ID:
+		// ARGV[4] (not a hand-over) keeps a place's release off it.
+		o.set(keys, o.Token, ms, o.wakeArg(), 0)
 	default:
 		o.set(keys, o.Token, ms, o.wakeArg())
 	}
@@ -250,6 +255,11 @@ func (o *Op) wakeArg() any {
 	}
 	return o.Wake
 }
+
+// IsPlaceID reports whether a token is a writer's or a set's place's ID
+// (".wi", ".wif", ".wis": a key granted to a place by a release is held
+// with it), which a release takes out of the key's queue (placeOutLua).
+func IsPlaceID(token string) bool { return strings.Contains(token, ".wi") }
 
 // FenceKey is the key of the lock key's fence counter, in the same Cluster
 // slot.

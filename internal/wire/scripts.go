@@ -121,6 +121,16 @@ var scripts = func() (t [modeCount][kindCount]script) {
 	return t
 }()
 
+// releasesOneKey says which primitives release with releaseSrc (the
+// mutex's, which a writer and an election share), whose fast path a
+// place's release must stay off (Op.release).
+var releasesOneKey = func() (t [modeCount]bool) {
+	for m := range byMode {
+		t[m] = scripts[m][OpRelease].src == any(releaseSrc)
+	}
+	return t
+}()
+
 // script is the op's script: its primitive's (Mode) for its kind.
 func (o *Op) script() script { return scripts[o.Mode][o.Kind] }
 
