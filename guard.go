@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -22,50 +23,61 @@ import (
 // them all), so it is not guarded.
 type restartGuard struct {
 	period time.Duration
+	mu     sync.Mutex                   // serialises the changes of nodes
+	nodes  []atomic.Pointer[guardState] // per node; read without mu: every acquire reply is checked
+}
 
-	mu    sync.Mutex
-	ids   []string    // per node: the run_id heard last
-	until []time.Time // per node: grants until then do not count
+// guardState is what the guard knows of one node; replaced whole, never
+// changed.
+type guardState struct {
+	id    string    // the run_id heard last
+	until time.Time // grants until then do not count; zero: never
 }
 
 func newRestartGuard(period time.Duration, n int) *restartGuard {
-	return &restartGuard{period: period, ids: make([]string, n), until: make([]time.Time, n)}
+	g := &restartGuard{period: period, nodes: make([]atomic.Pointer[guardState], n)}
+	for i := range g.nodes {
+		g.nodes[i].Store(&guardState{})
+	}
+	return g
 }
 
 // learn records node i's run_id, heard from a look (see
 // handoff.heardProcess).
-func (g *restartGuard) learn(i int, id string) {
+func (g *restartGuard) learn(i int, id string) { g.note(i, id) }
+
+// note records node i's run_id id, and returns what the guard knows of
+// the node since. A node we knew that answers with another id is a new
+// process: its grants do not count for a period from now.
+func (g *restartGuard) note(i int, id string) *guardState {
+	if st := g.nodes[i].Load(); id == "" || id == st.id {
+		return st
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.note(i, id, time.Now())
-}
-
-// note records node i's run_id id, heard at now; callers hold g.mu.
-func (g *restartGuard) note(i int, id string, now time.Time) {
-	if id != "" && id != g.ids[i] {
-		if g.ids[i] != "" { // a node we knew is a new process now
-			g.until[i] = now.Add(g.period)
-		}
-		g.ids[i] = id
+	st := g.nodes[i].Load()
+	if id == st.id {
+		return st
 	}
+	next := &guardState{id: id, until: st.until}
+	if st.id != "" {
+		next.until = time.Now().Add(g.period)
+	}
+	g.nodes[i].Store(next)
+	return next
 }
 
 // refusing reports whether node i's grants do not count now.
-func (g *restartGuard) refusing(i int) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return time.Now().Before(g.until[i])
-}
+func (g *restartGuard) refusing(i int) bool { return g.nodes[i].Load().refusing() }
+
+// refusing reports whether grants do not count now.
+func (st *guardState) refusing() bool { return !st.until.IsZero() && time.Now().Before(st.until) }
 
 // check records node i's run_id from an acquire result and marks a grant
 // that must not count.
 func (g *restartGuard) check(i int, r wire.Result) wire.Result {
-	now := time.Now()
-	g.mu.Lock()
-	g.note(i, r.RunID, now)
-	guarded := now.Before(g.until[i])
-	g.mu.Unlock()
-	if guarded && (r.Status == wire.StatusOK || r.Status == wire.StatusRefreshed) {
+	st := g.note(i, r.RunID) // a refusal's run_id too
+	if (r.Status == wire.StatusOK || r.Status == wire.StatusRefreshed) && st.refusing() {
 		r.Guarded = true
 	}
 	return r

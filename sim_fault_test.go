@@ -294,10 +294,7 @@ func (s *simRun) forget() {
 // that its restart with nothing kept is seen by all.
 func (s *simRun) guarded(i int) bool {
 	for _, c := range s.clients {
-		c.guard.mu.Lock()
-		known := c.guard.ids[i] != ""
-		c.guard.mu.Unlock()
-		if !known {
+		if c.guard.nodes[i].Load().id == "" {
 			return false
 		}
 	}
@@ -308,11 +305,10 @@ func (s *simRun) guarded(i int) bool {
 // node's grants at any time since from.
 func (s *simRun) guardedSince(from time.Time) bool {
 	for _, c := range s.clients {
-		c.guard.mu.Lock()
-		guarded := slices.ContainsFunc(c.guard.until, func(t time.Time) bool { return t.After(from) })
-		c.guard.mu.Unlock()
-		if guarded {
-			return true
+		for i := range c.guard.nodes {
+			if c.guard.nodes[i].Load().until.After(from) {
+				return true
+			}
 		}
 	}
 	return false
