@@ -43,3 +43,16 @@ func TestBackgroundWaitWhenIdle(t *testing.T) {
 	b.Done()
 	<-done
 }
+
+// TestBackgroundWaitMeetsTheLastDone: a Done that takes the count to zero
+// while Wait is getting ready to wait wakes it all the same (the count is
+// atomic, and Wait looks again once it has said it waits). A lost wake-up
+// would hang this test.
+func TestBackgroundWaitMeetsTheLastDone(t *testing.T) {
+	var b background
+	for range 20000 {
+		b.Add(1)
+		go b.Done()
+		b.Wait()
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -246,24 +247,34 @@ var (
 // Lock in flight when Close is called counts its round's late replies then
 // (a late grant is taken back), and Close waits for those too. (With a WaitGroup that
 // Add raced with Close's Wait: the simulator's Close mid-run found it,
-// under -race.)
+// under -race.) The count is atomic, as every round adds to it and every
+// late reply takes from it; mu is for the waiters.
 type background struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero, if Wait is waiting
+	n       atomic.Int64
+	waiting atomic.Bool // Wait is waiting on idle
+	mu      sync.Mutex
+	idle    chan struct{} // closed when n drops to zero, if Wait is waiting
 }
 
 // Add adds delta to the count.
 func (b *background) Add(delta int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n += delta
-	if b.n < 0 {
+	n := b.n.Add(int64(delta))
+	if n < 0 {
 		panic("redlock: background count below zero")
 	}
-	if b.n == 0 && b.idle != nil {
+	if n == 0 && b.waiting.Load() {
+		b.mu.Lock()
+		b.wake()
+		b.mu.Unlock()
+	}
+}
+
+// wake closes idle if the count is zero; callers hold b.mu.
+func (b *background) wake() {
+	if b.idle != nil && b.n.Load() == 0 {
 		close(b.idle)
 		b.idle = nil
+		b.waiting.Store(false)
 	}
 }
 
@@ -282,7 +293,7 @@ func (b *background) Go(f func()) {
 // Wait waits until the count is zero.
 func (b *background) Wait() {
 	b.mu.Lock()
-	if b.n == 0 {
+	if b.n.Load() == 0 {
 		b.mu.Unlock()
 		return
 	}
@@ -290,6 +301,8 @@ func (b *background) Wait() {
 		b.idle = make(chan struct{})
 	}
 	idle := b.idle
+	b.waiting.Store(true)
+	b.wake() // an Add that reached zero before waiting was set woke nobody
 	b.mu.Unlock()
 	<-idle
 }
