@@ -42,6 +42,9 @@ func (h *handoff) claim(l *Lock, cooldown time.Duration, partial bool) *handedAt
 	if cooldown != 0 || partial || l.mode != wire.ModeMutex || l.rkeys != nil || h.c.checkOpen() != nil {
 		return nil // (a closing Client's waiters are giving up)
 	}
+	if h.live.Load() == 0 {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[l.rkey]

@@ -21,6 +21,9 @@ import (
 // where the new holder's attempt came in ahead of this release, and
 // would attempt in vain.
 func (h *handoff) released(rkey, token string, heads []string) {
+	if len(heads) == 0 && h.live.Load() == 0 {
+		return // no queue, nor one to make
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.queues[rkey]
