@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"strings"
 	"sync"
@@ -28,9 +29,28 @@ type Client struct {
 	proposed atomic.Int64
 	judge    func(int, wire.Result) wire.Result // guard.check, bound once; nil when off
 
-	mu     sync.Mutex
-	held   map[*Lock]struct{} // locks not yet released, for Close
-	closed chan struct{}      // closed by Close
+	mu     sync.Mutex            // serialises Close
+	held   [heldShards]heldShard // locks not yet released, for Close, by their key's hash
+	seed   maphash.Seed          // for that hash
+	closed chan struct{}         // closed by Close
+}
+
+// heldShards is how many shards a Client keeps its held locks in: every
+// Lock and Unlock adds or removes one, and one mutex for all of them was
+// the most contended of the cycle.
+const heldShards = 16
+
+// heldShard is one shard of a Client's held locks, padded to a cache line
+// of its own.
+type heldShard struct {
+	mu    sync.Mutex
+	locks map[*Lock]struct{}
+	_     [48]byte
+}
+
+// shard is the shard of the Client's held locks that l belongs in.
+func (c *Client) shard(l *Lock) *heldShard {
+	return &c.held[maphash.String(c.seed, l.rkey)%heldShards]
 }
 
 // New returns a Client over clients, each one independent Redis master: a
@@ -85,7 +105,10 @@ func newClient(nodes []node, opts []Option) (*Client, error) {
 	if !cfg.guardSet {
 		cfg.guard = cfg.lock.ttl
 	}
-	c := &Client{cfg: cfg, held: make(map[*Lock]struct{}), closed: make(chan struct{})}
+	c := &Client{cfg: cfg, seed: maphash.MakeSeed(), closed: make(chan struct{})}
+	for i := range c.held {
+		c.held[i].locks = make(map[*Lock]struct{})
+	}
 	c.fleet = fleet{nodes: nodes, timeout: cfg.nodeTimeout, timed: len(cfg.observers) > 0}
 	c.hand.init(c)
 	for _, n := range nodes {
@@ -135,12 +158,13 @@ func (c *Client) checkOpen() error {
 
 // track registers a new lock for Close, unless the Client is closed.
 func (c *Client) track(l *Lock) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.checkOpen(); err != nil {
+	sh := c.shard(l)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if err := c.checkOpen(); err != nil { // (Close closes first, then empties the shards)
 		return err
 	}
-	c.held[l] = struct{}{}
+	sh.locks[l] = struct{}{}
 	l.eachHeldKey(func(rkey string) { c.hand.acquired(rkey, l) })
 	if l.cfg.autoExtend {
 		l.startExtending()
@@ -150,9 +174,10 @@ func (c *Client) track(l *Lock) error {
 
 // untrack forgets a lock that has ended.
 func (c *Client) untrack(l *Lock) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.held, l)
+	sh := c.shard(l)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	delete(sh.locks, l)
 }
 
 // closeReleases bounds the releases Close runs at once: a Client holding
@@ -176,11 +201,16 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	close(c.closed)
-	locks := make([]*Lock, 0, len(c.held))
-	for l := range c.held {
-		locks = append(locks, l)
-	}
 	c.mu.Unlock()
+	var locks []*Lock
+	for i := range c.held { // a track that saw the Client open has added its lock
+		sh := &c.held[i]
+		sh.mu.Lock()
+		for l := range sh.locks {
+			locks = append(locks, l)
+		}
+		sh.mu.Unlock()
+	}
 
 	// Releases are bounded by the node timeout, and run closeReleases at a
 	// time; stopping subscriptions and the calls still running on
