@@ -35,6 +35,7 @@ type lane struct {
 	runID  string          // the run_id of the server at the other end of conn; "" not known
 	cmds   []*redis.Cmd    // by position in the batch; nil for a call not sent
 	pairs  []*redis.Cmd    // by position: the second command of a call sent as two (wire.Op.Pair), nil for others
+	queued []redis.Cmder   // the pipeline's commands, gathered for one BatchProcess; reused
 }
 
 // live reports whether the lane's connection may carry another batch:
@@ -198,17 +199,21 @@ func (l *lane) run(ctx context.Context) {
 		if l.conn == nil {
 			pipe = l.s.client.Pipeline()
 		}
+		queued := l.queued[:0]
 		if l.info != nil {
-			_ = pipe.Process(ctx, l.info)
+			queued = append(queued, l.info)
 		}
 		for j, cmd := range l.cmds {
 			if cmd != nil {
-				_ = pipe.Process(ctx, noRetry{cmd})
+				queued = append(queued, noRetry{cmd})
 				if pair := l.pairs[j]; pair != nil {
-					_ = pipe.Process(ctx, noRetry{pair})
+					queued = append(queued, noRetry{pair})
 				}
 			}
 		}
+		_ = pipe.BatchProcess(ctx, queued...) // one append: Process grew the pipeline's slice a command at a time
 		_, _ = pipe.Exec(ctx)
+		clear(queued)
+		l.queued = queued
 	}
 }
