@@ -217,3 +217,11 @@ func (l *lane) run(ctx context.Context) {
 		l.queued = queued
 	}
 }
+
+// signal wakes a lane waiting on w, unless a wake-up is pending already.
+func signal(w chan struct{}) {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}

@@ -268,14 +268,6 @@ func (s *stream) more() bool {
 	return false
 }
 
-// signal wakes a lane waiting on w, unless a wake-up is pending already.
-func signal(w chan struct{}) {
-	select {
-	case w <- struct{}{}:
-	default:
-	}
-}
-
 // prune takes the calls that ended out of a queue that has grown past
 // pruneAt, and returns them for answering. A writer stuck on a node that
 // does not answer (frozen, partitioned, with go-redis's read timeout
@@ -326,11 +318,8 @@ func (s *stream) write(first bool, readyBy time.Time) {
 			s.quit(l)
 			return
 		}
-		// Yield before taking a batch: the goroutines this lane just made
-		// runnable run first, the callers whose calls woke it and those
-		// its last batch's replies woke, which send the node their next
-		// calls at once. Those calls then leave in this batch, not one
-		// round trip later. Alone, a yield returns at once.
+		// Yield first: the callers this lane just woke send their next
+		// calls at once, and those then leave in this batch (design.md).
 		runtime.Gosched()
 		batch, wait := s.take(l)
 		if batch != nil {
