@@ -80,7 +80,7 @@ return 1
 // we held it), released with no cooldown and no ARGV[4], is deleted, and
 // nothing else is read. A release whose token is a place's ID always
 // sends ARGV[4] (Op.release), so that its place is taken out (placeOutLua)
-// whatever the value. On one redis-server the fast path runs about 2,900
+// whatever the value. On one redis-server the fast path runs about 2,400
 // fewer instructions per call than the general path did (callgrind).
 //
 // The one-key scripts stay apart from the multi-key ones, loops and all:
