@@ -3,6 +3,7 @@ package redlock
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,9 @@ func everyScript(name, old, new string) mutant { return replaceInScripts(name, o
 func everywhere(name, old, new string) mutant { return replaceInScripts(name, old, new, -1) }
 
 func replaceInScripts(name, old, new string, n int) mutant {
+	if !slices.ContainsFunc(allScripts(), func(src string) bool { return strings.Contains(src, old) }) {
+		panic(fmt.Sprintf("mutant %q: no script holds %q", name, old)) // it would mutate nothing
+	}
 	var mu sync.Mutex
 	mutated := map[string]string{}
 	return mutant{name: name, node: func(f *fakeNode) {
@@ -76,6 +80,19 @@ func replaceInScripts(name, old, new string, n int) mutant {
 			return m
 		}
 	}}
+}
+
+// allScripts is the source of every script of every primitive.
+func allScripts() []string {
+	var srcs []string
+	for m := wire.ModeMutex; m <= wire.ModeRead; m++ {
+		for k := wire.OpAcquire; k <= wire.OpAcquireFencedPlain; k++ {
+			if o := (&wire.Op{Kind: k, Mode: m}); o.ScriptIndex() >= 0 {
+				srcs = append(srcs, o.Source())
+			}
+		}
+	}
+	return srcs
 }
 
 func init() {
@@ -171,8 +188,8 @@ var mutants = []mutant{
 	// A grant that outlives the place it was made to (issue 27): a waiter
 	// that died or was cut off keeps the key 10 s past its place's lapse.
 	everywhere("a release's grant outlives the granted place's lapse (issue 27)",
-		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)",
-		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left + 10000)"),
+		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', string.format('%d', left))",
+		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', string.format('%d', left + 10000))"),
 	// A fenced waiter granted the key by a release, with the releaser's
 	// proposal for its token (fencedGrant, issue 27): the grant that
 	// leaves the counter below the token the simulator did not catch in

@@ -17,7 +17,7 @@ if redis.call('EXISTS', r) == 1 then
 end
 if redis.call('EXISTS', q) == 1 then
 	waiting = redis.call('ZCOUNT', l, '(' .. now, '+inf')
-	for _, id in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+	for _, id in ipairs(redis.call('ZRANGE', q, '0', '63')) do
 		if tonumber(redis.call('ZSCORE', l, id) or '0') > now then
 			first = first or id
 			if string.find(id, '.r', 1, true) then rwaiting = rwaiting + 1 end

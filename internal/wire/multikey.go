@@ -308,7 +308,7 @@ for i, k in ipairs(KEYS) do
 	local was = leaving and head(q, l, t) -- the head a leave may wake the next of
 	if leaving then leave(q, l, id) else enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3])) end
 	if seq and redis.call('ZADD', k .. ':seq', seq, id) == 1 then
-		redis.call('PEXPIRE', k .. ':seq', 2 * tonumber(ARGV[3]))
+		redis.call('PEXPIRE', k .. ':seq', string.format('%d', 2 * tonumber(ARGV[3])))
 	end
 	if seq and isSet(id) then redis.call('SET', k .. ':set:' .. id, keys, 'PX', ARGV[3]) end -- (for a release: grantRest)
 	if leaving and isSet(id) then forget(k, id) end

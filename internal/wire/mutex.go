@@ -94,7 +94,7 @@ if v == ARGV[1] and ARGV[2] == '0' and not ARGV[4] then -- the uncontended relea
 	return 1
 end
 ` + placeOutLua(".wi", queueLua) + `
-if ARGV[4] then v = redis.call('GET', KEYS[1]) end -- again, where the token may be a place's (Op.release): its leave may have handed a reservation on
+if placeMoved then v = redis.call('GET', KEYS[1]) end -- again, where the token was a queued place's (Op.release): its leave may have handed a reservation on
 if not v or string.byte(v) == 0 then return 0 end
 if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\0' then return -1 end
 if ARGV[2] ~= '0' then

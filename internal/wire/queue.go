@@ -124,7 +124,7 @@ local function qkeys(k)
 end
 local function head(q, l, t)
 	while true do
-		local h = redis.call('ZRANGE', q, 0, 0)[1]
+		local h = redis.call('ZRANGE', q, '0', '0')[1]
 		if not h then return false, 0 end
 		local until_ = tonumber(redis.call('ZSCORE', l, h) or '0')
 		if until_ > t then return h, until_ - t end
@@ -135,11 +135,12 @@ local function head(q, l, t)
 end
 local function enqueue(q, l, t, id, ticket, lease)
 	redis.call('ZADD', q, ticket, id)
-	redis.call('ZADD', l, t + lease, id)
+	redis.call('ZADD', l, string.format('%d', t + lease), id)
 	if redis.call('PTTL', l) < lease then
-		redis.call('PEXPIRE', q, 2 * lease)
-		redis.call('PEXPIRE', l, 2 * lease)
-		redis.call('PEXPIRE', string.sub(q, 1, -7) .. ':seq', 2 * lease) -- (none but a let-in reader's)
+		local ms = string.format('%d', 2 * lease)
+		redis.call('PEXPIRE', q, ms)
+		redis.call('PEXPIRE', l, ms)
+		redis.call('PEXPIRE', string.sub(q, 1, -7) .. ':seq', ms) -- (none but a let-in reader's)
 	end
 end
 local function leave(q, l, id)
@@ -147,7 +148,7 @@ local function leave(q, l, id)
 	redis.call('ZREM', l, id)
 end
 local function reserve(left, k, since)
-	if left > 0 then redis.call('SET', k or KEYS[1], '\0' .. (since or ''), 'PX', left) else redis.call('DEL', k or KEYS[1]) end
+	if left > 0 then redis.call('SET', k or KEYS[1], '\0' .. (since or ''), 'PX', string.format('%d', left)) else redis.call('DEL', k or KEYS[1]) end
 end
 local function keyFree(k)
 	local v = redis.call('GET', k or KEYS[1])
@@ -186,7 +187,7 @@ end
 local function grant(prefix, q, l, x, left, k, fence) -- writer x takes the free key k, until its place's lapse
 	k = k or KEYS[1]
 	admitted(prefix, q, l, x, k, fence) -- (the script's writes are seen together)
-	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', left)
+	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', string.format('%d', left))
 end
 local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, if each is free here with x first
 	local ks = redis.call('GET', k .. ':set:' .. x) -- its keys, each followed by a NUL (its looks keep them)
@@ -211,8 +212,8 @@ end
 local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
 	k = k or KEYS[1]
 	local r = k .. ':readers'
-	redis.call('ZADD', r, u, x)
-	if redis.call('PTTL', r) < u - t then redis.call('PEXPIRE', r, u - t) end
+	redis.call('ZADD', r, string.format('%d', u), x)
+	if redis.call('PTTL', r) < u - t then redis.call('PEXPIRE', r, string.format('%d', u - t)) end
 	admitted(prefix, q, l, x, k)
 end
 local function wakeFront(prefix, h, token, k, since)
@@ -220,7 +221,7 @@ local function wakeFront(prefix, h, token, k, since)
 	local q, l = qkeys(k)
 	local t = now()
 	local let = false
-	for _, x in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+	for _, x in ipairs(redis.call('ZRANGE', q, '0', '63')) do
 		local u = tonumber(redis.call('ZSCORE', l, x) or '0')
 		if u > t then
 			if not isReader(x) then break end
@@ -235,7 +236,7 @@ local function wakeFront(prefix, h, token, k, since)
 	if let then handOn(q, l, t, k) end
 end
 local function writerAhead(q, l, t, id)
-	for _, x in ipairs(redis.call('ZRANGE', q, 0, 63)) do
+	for _, x in ipairs(redis.call('ZRANGE', q, '0', '63')) do
 		if x == id then return false, 0 end
 		if not isReader(x) then
 			local u = tonumber(redis.call('ZSCORE', l, x) or '0')
@@ -260,6 +261,7 @@ end
 // back its grants keeps its place (ARGV[6], see Op.KeepPlace).
 func placeOutLua(marker, fns string) string {
 	return `
+local placeMoved = false -- a place of the token's was queued: its leave may have changed the key
 if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
 		-- its look's number and a set's keys go, queued or not (a leave or a lapse took the place, and left them)
@@ -267,6 +269,7 @@ if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 		if string.find(ARGV[1], '.wis', 1, true) then redis.call('DEL', k .. ':set:' .. ARGV[1]) end
 		if redis.call('ZSCORE', k .. ':queue', ARGV[1]) then
 ` + fns + `
+			placeMoved = true
 			local q, l, t = k .. ':queue', k .. ':lease', now()
 			local first = head(q, l, t)
 			leave(q, l, ARGV[1])
@@ -299,11 +302,9 @@ end
 // that finds the key granted to it answers {LetIn, PTTL, −2}, and puts no
 // place back.
 var queueSrc = queueLua + readersLua + `
-if ARGV[2] ~= '0' and grants(ARGV[1]) then -- granted the key by a release: its look puts no place back
-	local v = redis.call('GET', KEYS[1])
-	if v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0') then
-		return {'\3in', redis.call('PTTL', KEYS[1]), -2}
-	end
+local v = redis.call('GET', KEYS[1]) -- (nothing below sets the key before it is read)
+if ARGV[2] ~= '0' and grants(ARGV[1]) and v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0') then
+	return {'\3in', redis.call('PTTL', KEYS[1]), -2} -- granted the key by a release: its look puts no place back
 end
 local q, l = qkeys()
 local t = now()
@@ -315,11 +316,11 @@ else
 	enqueue(q, l, t, ARGV[1], ARGV[2], tonumber(ARGV[3]))
 end
 if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], ARGV[1]) == 1 then
-	redis.call('PEXPIRE', KEYS[1] .. ':seq', 2 * tonumber(ARGV[3]))
+	redis.call('PEXPIRE', KEYS[1] .. ':seq', string.format('%d', 2 * tonumber(ARGV[3])))
 end
 local h, left = head(q, l, t)
-local v, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
 local reserved = v and string.byte(v) == 0
+local pttl = v and not reserved and redis.call('PTTL', KEYS[1]) or -2 -- (free: no key, or Reserved)
 local since = reserved and string.sub(v, 2) or '' -- the release the key has been free since
 if reserved then v, pttl = false, -2 end
 if ARGV[2] ~= '0' then mark(KEYS[1], v) end
@@ -343,7 +344,7 @@ if ARGV[2] ~= '0' and h then
 	if h == ARGV[1] then
 		own = 1
 	elseif string.sub(h, 1, #client) == client then -- else no command more
-		for _, x in ipairs(redis.call('ZRANGE', q, 1, 63)) do
+		for _, x in ipairs(redis.call('ZRANGE', q, '1', '63')) do
 			if x == ARGV[1] then own = 1 break end
 			if string.sub(x, 1, #client) ~= client then break end
 		end

@@ -16,7 +16,7 @@ const readersLua = `
 local function readers(t)
 	local r = KEYS[1] .. ':readers'
 	redis.call('ZREMRANGEBYSCORE', r, '-inf', t)
-	local last = redis.call('ZRANGE', r, -1, -1, 'WITHSCORES')[2]
+	local last = redis.call('ZRANGE', r, '-1', '-1', 'WITHSCORES')[2]
 	if not last then return 0 end
 	return tonumber(last) - t
 end
@@ -131,7 +131,7 @@ else
 	enqueue(q, l, t, id, ARGV[2], tonumber(ARGV[3]))
 end
 if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], id) == 1 then
-	redis.call('PEXPIRE', KEYS[1] .. ':seq', 2 * tonumber(ARGV[3]))
+	redis.call('PEXPIRE', KEYS[1] .. ':seq', string.format('%d', 2 * tonumber(ARGV[3])))
 end
 local h, left = head(q, l, t)
 local pttl = redis.call('PTTL', KEYS[1])
