@@ -55,7 +55,7 @@ return 1
 var releaseMultiSrc = ownedLua + expireAtLua + placeOutLua(".wi", queueLua) + `
 local st, mine, vs = 1, {}, {}
 for _, k in ipairs(KEYS) do
-	local v = redis.call('GET', k)
+	local v = placeSeen[k] or redis.call('GET', k)
 	if not v or string.byte(v) == 0 then
 		if st == 1 then st = 0 end
 	elseif owned(v) then
@@ -70,11 +70,20 @@ if ARGV[2] ~= '0' then
 	for i, k in ipairs(mine) do redis.call('SET', k, vs[i], 'PXAT', at) end
 	return st
 end
-local named = false
-for _, k in ipairs(mine) do
-	local reserved = false
-	if redis.call('EXISTS', k .. ':queue') == 1 then
+local queued, any = {}, false -- which keys' queues exist: a key released changes no other's
+for i, k in ipairs(mine) do
+	queued[i] = redis.call('EXISTS', k .. ':queue') == 1
+	any = any or queued[i]
+end
+if not any then
+	for _, k in ipairs(mine) do redis.call('DEL', k) end
+	return st
+end
 ` + queueLua + `
+local named = false
+for i, k in ipairs(mine) do
+	local reserved = false
+	if queued[i] then
 		local q, l = qkeys(k)
 		local h, left = head(q, l, now())
 		if h then

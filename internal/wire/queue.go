@@ -90,9 +90,13 @@ const queueLua = nowLua + queueFnsLua
 // release), which define it alone and the rest only where they touch the
 // queue: each definition runs each time the script does (about 40 ns).
 const nowLua = `
+local nowMS -- read once: a script sees one time (as Redis's expiry sees one)
 local function now()
-	local t = redis.call('TIME')
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	if not nowMS then
+		local t = redis.call('TIME')
+		nowMS = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+	end
+	return nowMS
 end
 `
 
@@ -262,12 +266,19 @@ end
 func placeOutLua(marker, fns string) string {
 	return `
 local placeMoved = false -- a place of the token's was queued: its leave may have changed the key
+local placeSeen = {} -- by key: its value, read where the place was queued and the key held (and so left as it was)
 if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
 		-- its look's number and a set's keys go, queued or not (a leave or a lapse took the place, and left them)
 		redis.call('ZREM', k .. ':seq', ARGV[1])
 		if string.find(ARGV[1], '.wis', 1, true) then redis.call('DEL', k .. ':set:' .. ARGV[1]) end
-		if redis.call('ZSCORE', k .. ':queue', ARGV[1]) then
+		local queued = redis.call('ZSCORE', k .. ':queue', ARGV[1])
+		local held = queued and redis.call('GET', k)
+		if held and string.byte(held) ~= 0 then -- the key held (by the releaser, mostly): the leave hands nothing on
+			redis.call('ZREM', k .. ':queue', ARGV[1])
+			redis.call('ZREM', k .. ':lease', ARGV[1])
+			placeSeen[k] = held
+		elseif queued then -- the key free or Reserved
 ` + fns + `
 			placeMoved = true
 			local q, l, t = k .. ':queue', k .. ':lease', now()
