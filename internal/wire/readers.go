@@ -150,7 +150,8 @@ if ARGV[2] == '0' then
 	if first == id and h and pttl == -2 and (isReader(h) or not busy) then wakeFront(ARGV[4], h, id, nil, since) end
 	return {h or '', left, pttl}
 end
-local w, wl = writerAhead(q, l, t, id)
+local w, wl = h, left -- a live writer at the head is the first ahead of id (writerAhead's answer, without its scan)
+if not h or h == id or isReader(h) then w, wl = writerAhead(q, l, t, id) end
 if w then return {w, wl, pttl} end
 return {id, tonumber(ARGV[3]), pttl}
 `
