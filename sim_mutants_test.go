@@ -103,6 +103,10 @@ func init() {
 	}
 }
 
+// queueGateSkipped lets a free key go to whoever asks, whoever waits
+// first (the catalogue's, and TestQueueGateMutantCaught's).
+var queueGateSkipped = everyScript("the queue gate skipped: a free key goes to whoever asks", queueGate, "if h and h ~= id then return nil end")
+
 // queueGate is gateLua's refusal of a free key to anyone but the first
 // waiter.
 const queueGate = "if h and h ~= id then\n\t\treserve(ticket ~= '0' and math.max(left, tonumber(lease)) or left, nil, since)\n\t\treturn {-1 - left, '', h}\n\tend"
@@ -143,7 +147,12 @@ var mutants = []mutant{
 	// A canary: the library is right, the drift bound is not (every node's
 	// clock 10 drift factors fast, keys expire 9% early).
 	{name: "canary: node clocks beyond the drift factor", clock: 1 + 10*defaultDriftFactor},
-	everyScript("the queue gate skipped: a free key goes to whoever asks", queueGate, "if h and h ~= id then return nil end"),
+	// Caught at seeds 42, 78, 91 and 112 on e9b371d, and at 4, 45, 137
+	// and not in 300 three trees on (2026-12-03): most hand-offs are
+	// grants by release, and an attempt by a waiter that is not first
+	// comes only as goroutines happen to run. A budget of its own;
+	// TestQueueGateMutantCaught builds the schedule.
+	withBudget(1000, queueGateSkipped),
 	// Liveness, not safety: waiters of other Clients wait for their
 	// timers. Every notice goes, the grants' too: with only the wakes
 	// dropped, a release still granted its first waiter and told it so,
