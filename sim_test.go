@@ -315,7 +315,7 @@ func (s *simRun) closeAll() {
 				if _, err := v.(error); err {
 					v = f.mem.Do("ZRANGE", k, 0, -1, "WITHSCORES")
 				}
-				s.left = append(s.left, fmt.Sprintf("node %d: %s %q, PTTL %v ms at %d", i, k, v, f.mem.Do("PTTL", k), f.mem.Do("TIME")))
+				s.left = append(s.left, fmt.Sprintf("node %d: %s %q, PTTL %v ms at %v (TIME)", i, k, v, f.mem.Do("PTTL", k), f.mem.Do("TIME")))
 			}
 		}
 	}
