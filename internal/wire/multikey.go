@@ -55,7 +55,7 @@ return 1
 var releaseMultiSrc = ownedLua + expireAtLua + placeOutLua(".wi", queueLua) + `
 local st, mine, vs = 1, {}, {}
 for _, k in ipairs(KEYS) do
-	local v = placeSeen[k] or redis.call('GET', k)
+	local v = placeSeen and placeSeen[k] or redis.call('GET', k)
 	if not v or string.byte(v) == 0 then
 		if st == 1 then st = 0 end
 	elseif owned(v) then

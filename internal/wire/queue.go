@@ -266,7 +266,7 @@ end
 func placeOutLua(marker, fns string) string {
 	return `
 local placeMoved = false -- a place of the token's was queued: its leave may have changed the key
-local placeSeen = {} -- by key: its value, read where the place was queued and the key held (and so left as it was)
+local placeSeen -- by key: its value, read where the place was queued and the key held (and so left as it was); nil: none
 if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
 		-- its look's number and a set's keys go, queued or not (a leave or a lapse took the place, and left them)
@@ -277,6 +277,7 @@ if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 		if held and string.byte(held) ~= 0 then -- the key held (by the releaser, mostly): the leave hands nothing on
 			redis.call('ZREM', k .. ':queue', ARGV[1])
 			redis.call('ZREM', k .. ':lease', ARGV[1])
+			placeSeen = placeSeen or {}
 			placeSeen[k] = held
 		elseif queued then -- the key free or Reserved
 ` + fns + `

@@ -15,7 +15,7 @@ package wire
 const readersLua = `
 local function readers(t)
 	local r = KEYS[1] .. ':readers'
-	redis.call('ZREMRANGEBYSCORE', r, '-inf', t)
+	redis.call('ZREMRANGEBYSCORE', r, '-inf', string.format('%d', t))
 	local last = redis.call('ZRANGE', r, '-1', '-1', 'WITHSCORES')[2]
 	if not last then return 0 end
 	return tonumber(last) - t
@@ -61,8 +61,8 @@ if letsIn(id) and tonumber(redis.call('ZSCORE', KEYS[1] .. ':readers', id) or '0
 	-- writers out), and holds by its token from now on (its let-ins did not count: their notices late)
 	local r, ttl = KEYS[1] .. ':readers', tonumber(ARGV[3])
 	redis.call('ZREM', r, id)
-	redis.call('ZADD', r, t + ttl, ARGV[1])
-	if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+	redis.call('ZADD', r, string.format('%d', t + ttl), ARGV[1])
+	if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, string.format('%d', ttl)) end
 	leave(q, l, id)
 	forget(KEYS[1], id)
 	return 1
@@ -87,7 +87,7 @@ if v and string.byte(v) ~= 0 then -- a writer holds (a reservation is the queue'
 	return refuse({-1 - redis.call('PTTL', KEYS[1]), v})
 end
 local r = KEYS[1] .. ':readers'
-redis.call('ZREMRANGEBYSCORE', r, '-inf', t) -- lapsed readers go (readersLua's readers(t) would read the longest lease too)
+redis.call('ZREMRANGEBYSCORE', r, '-inf', string.format('%d', t)) -- lapsed readers go (readersLua's readers(t) would read the longest lease too)
 local mine = redis.call('ZSCORE', r, ARGV[1])
 if not mine and (ticket ~= '0' or redis.call('EXISTS', q) == 1) then
 	local w, left = writerAhead(q, l, t, id)
@@ -99,8 +99,8 @@ if not mine and (ticket ~= '0' or redis.call('EXISTS', q) == 1) then
 	if v and not head(q, l, t) then redis.call('DEL', KEYS[1]) end -- the queue's reservation, with nobody left in it
 end
 local ttl = tonumber(ARGV[3])
-redis.call('ZADD', r, t + ttl, ARGV[1])
-if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+redis.call('ZADD', r, string.format('%d', t + ttl), ARGV[1])
+if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, string.format('%d', ttl)) end
 if mine then return 2 end
 return 1
 `
@@ -165,8 +165,8 @@ local t = now()
 local s = redis.call('ZSCORE', r, ARGV[1])
 if not s or tonumber(s) <= t then return 0 end
 local ttl = tonumber(ARGV[2])
-redis.call('ZADD', r, t + ttl, ARGV[1])
-if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, ttl) end
+redis.call('ZADD', r, string.format('%d', t + ttl), ARGV[1])
+if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, string.format('%d', ttl)) end
 return 1
 `
 
@@ -192,8 +192,8 @@ if not s or tonumber(s) <= t then
 end
 local cooldown = tonumber(ARGV[2])
 if cooldown > 0 then
-	redis.call('ZADD', r, t + cooldown, ARGV[1])
-	if redis.call('PTTL', r) < cooldown then redis.call('PEXPIRE', r, cooldown) end
+	redis.call('ZADD', r, string.format('%d', t + cooldown), ARGV[1])
+	if redis.call('PTTL', r) < cooldown then redis.call('PEXPIRE', r, string.format('%d', cooldown)) end
 	return 1
 end
 redis.call('ZREM', r, ARGV[1])
