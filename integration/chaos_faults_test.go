@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -23,31 +24,37 @@ func pauseOf(sc scenario, worker, i int) time.Duration {
 }
 
 // pauseMinority pauses two nodes chosen at random for up to 150 ms.
-func pauseMinority(t *testing.T, nodes []*Node) {
+func pauseMinority(t *testing.T, nodes []*Node) string {
 	victims := rand.Perm(len(nodes))[:2]
 	for _, i := range victims {
 		nodes[i].Pause(t)
 	}
-	time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+	d := time.Duration(rand.IntN(150)) * time.Millisecond
+	time.Sleep(d)
 	for _, i := range victims {
 		nodes[i].Resume(t)
 	}
+	return fmt.Sprintf("%s and %s paused for %v", nodes[victims[0]].Addr, nodes[victims[1]].Addr, d)
 }
 
 // anyFault injects one fault chosen at random: a Client cut off (through
 // proxies, its own) for 0.2–1.2 s, a minority of nodes paused, or a node
 // killed and restarted 200 ms later (from its AOF, for persistent nodes).
-func anyFault(t *testing.T, nodes []*Node, proxies []*Proxy) {
+// It returns what it did, for a journal.
+func anyFault(t *testing.T, nodes []*Node, proxies []*Proxy) string {
 	switch rand.IntN(3) {
 	case 0:
-		cutOff(t, proxies, time.Duration(200+rand.IntN(1000))*time.Millisecond)
+		d := time.Duration(200+rand.IntN(1000)) * time.Millisecond
+		cutOff(t, proxies, d)
+		return fmt.Sprintf("the proxied Client cut off for %v", d)
 	case 1:
-		pauseMinority(t, nodes)
-	case 2:
+		return pauseMinority(t, nodes)
+	default:
 		victim := nodes[rand.IntN(len(nodes))]
 		victim.Kill(t)
 		time.Sleep(200 * time.Millisecond)
 		victim.Restart(t)
+		return victim.Addr + " killed, restarted 200 ms later"
 	}
 }
 
@@ -96,7 +103,7 @@ func faultsEvery(period time.Duration, fault func()) (stop func() int) {
 // to rest before the next.
 func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who string, rest time.Duration, acquire func(context.Context) (*redlock.Lock, error), record func(*redlock.Lock, holding)) {
 	for done.Load() < int64(target) && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(withWorker(context.Background(), who), 2*time.Second)
 		began := time.Now()
 		l, err := acquire(ctx)
 		cancel()
@@ -110,7 +117,7 @@ func holdRepeatedly(done *atomic.Int64, target int, deadline time.Time, who stri
 		if until.Before(to) {
 			to = until
 		}
-		_ = l.Unlock(context.Background())
+		_ = l.Unlock(withWorker(context.Background(), who))
 		record(l, holding{worker: who, started: began, from: from, to: to, fence: l.Fence()})
 		done.Add(1)
 		if rest > 0 {

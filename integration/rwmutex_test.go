@@ -266,13 +266,14 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	name := UniqueKey(t, nodes)
 	clientOpts := []redlock.Option{redlock.WithTTL(500 * time.Millisecond), redlock.WithNodeTimeout(25 * time.Millisecond)}
 	proxies := ProxyNodes(t, nodes)
+	j := &journal{}
 	var locks []*redlock.RWMutex
 	for i := range 3 {
 		via := nodes
 		if i == 2 {
 			via = Reach(proxies)
 		}
-		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), clientOpts...)
+		c := newClient(t, Clients(t, via, func(o *redis.Options) { o.DialerRetries = 1 }), append(clientOpts, redlock.WithObserver(j.observer(fmt.Sprintf("client%d", i))))...)
 		m, err := c.RWMutex(name, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -289,18 +290,14 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	var done atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
 	deadline := time.Now().Add(3 * time.Minute)
-	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
+	stopFaults := faultsEvery(300*time.Millisecond, func() {
+		from := time.Now()
+		j.add("fault from %s to now: %s", from.Format("15:04:05.000000"), anyFault(t, nodes, proxies))
+	})
 	// The node reader: every node, every 5 ms, one atomic read of the
-	// writer's key and the live readers.
+	// writer's key and the live readers (journaled).
 	stopReads := readNodesEvery(nodes, 5*time.Millisecond, func(ctx context.Context, admin *redis.Client, n *Node) ([]string, bool) {
-		both, err := writerAndReaders.Run(ctx, admin, []string{rwKey(name)}).Int64Slice()
-		if err != nil || len(both) != 2 {
-			return nil, false
-		}
-		if both[0] == 1 && both[1] > 0 {
-			return []string{fmt.Sprintf("%s: a writer's key and %d live readers", n.Addr, both[1])}, true
-		}
-		return nil, true
+		return j.readRWNode(ctx, admin, n, rwKey(name))
 	})
 	var wg sync.WaitGroup
 	for w := range 6 {
@@ -315,6 +312,7 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 		}
 		wg.Go(func() {
 			holdRepeatedly(&done, target, deadline, who, rest, acquire, func(l *redlock.Lock, h holding) {
+				j.add("%s held %s–%s (token %q, fence %d)", who, h.from.Format("15:04:05.000000"), h.to.Format("15:04:05.000000"), l.Token(), h.fence)
 				perWorker[w].Add(1)
 				if write {
 					writers.record(h)
@@ -338,6 +336,8 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	v = append(v, readerWithWriter(readers, writers.holdings)...)
 	t.Logf("%d reads and %d writes (%d granted by a release), %d node reads, %d faults, %d violations", reads.Load(), writes.Load(), byPlace.Load(), nodeReads, faults, len(v))
 	if len(v) > 0 {
+		from, to := violationSpan(readers, writers.holdings)
+		j.report(t, from.Add(-time.Second), to.Add(50*time.Millisecond))
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}
 	if done.Load() < int64(target)/2 {
