@@ -102,8 +102,9 @@ func TestLetInScripts(t *testing.T) {
 // TestLetInReaderAttemptEnters: a reader let in by a release whose
 // let-ins did not count (their notices late, or from a node the restart
 // guard has yet to hear of) attempts; where it was let in, its attempt
-// enters, though a writer has come to wait ahead of it since, and it
-// holds by its token from then on. Before, the attempt was refused there
+// enters, though a writer has come to wait ahead of it since, by its
+// token beside the let-in, which a take-back of the token (the attempt
+// failed) leaves (readerAttemptBroken has why). Before, the attempt was refused there
 // while its let-in kept that writer out, until the place lapsed
 // (integration's TestRWMutexGrantsSplitBetweenWaiters, once in about
 // 1,000 runs beside a CPU hog).
@@ -127,8 +128,12 @@ func TestLetInReaderAttemptEnters(t *testing.T) {
 	attempt := wire.NewOp(wire.OpAcquire, key, "rtok", "rtok", ttl)
 	attempt.Mode, attempt.Place = wire.ModeRead, &wire.Place{ID: "c.ri1", Ticket: 200, Lease: lease}
 	require.Equal(t, int64(1), run(attempt), "where it was let in, it enters")
-	require.Equal(t, []string{"rtok"}, rc.ZRange(ctx, key+":readers", 0, -1).Val(), "by its token now")
+	require.Equal(t, []string{"c.ri1", "rtok"}, rc.ZRange(ctx, key+":readers", 0, -1).Val(), "by its token, beside its let-in")
 	require.Equal(t, []string{"d.wi1"}, rc.ZRange(ctx, key+":queue", 0, -1).Val())
+	takeBack := wire.NewOp(wire.OpRelease, key, "rtok", "", 0)
+	takeBack.Mode = wire.ModeRead
+	require.Equal(t, int64(1), run(takeBack), "a failed attempt's take-back")
+	require.Equal(t, []string{"c.ri1"}, rc.ZRange(ctx, key+":readers", 0, -1).Val(), "the let-in stays: the Client may yet hold by it")
 	other := wire.NewOp(wire.OpAcquire, key, "r2", "r2", ttl)
 	other.Mode, other.Place = wire.ModeRead, &wire.Place{ID: "c.ri2", Ticket: 300, Lease: lease}
 	require.NotEqual(t, int64(1), run(other), "a reader not let in waits behind the writer")

@@ -111,6 +111,17 @@ var queueGateSkipped = everyScript("the queue gate skipped: a free key goes to w
 // waiter.
 const queueGate = "if h and h ~= id then\n\t\treserve(ticket ~= '0' and math.max(left, tonumber(lease)) or left, nil, since)\n\t\treturn {-1 - left, '', h}\n\tend"
 
+// readerAttemptTakesLetIn is the read-write lock's bug TestChaosRWMutex
+// found in CI on 2026-12-03: a reader's attempt, where a release had let
+// it in, took the let-in over (its place's ID left the readers for its
+// token), so that the failed attempt's take-back removed let-ins whose
+// notices were still on their way, and the reader held by them. The
+// simulator did not catch it in CI's seeds; readerAttemptBroken builds
+// the schedule (TestReaderAttemptMutantCaught).
+var readerAttemptTakesLetIn = scriptMutant("a reader's attempt takes its let-in over", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeRead}).Source(),
+	"local r, ttl = KEYS[1] .. ':readers', tonumber(ARGV[3])\n\tredis.call('ZADD', r, ",
+	"local r, ttl = KEYS[1] .. ':readers', tonumber(ARGV[3])\n\tredis.call('ZREM', r, id)\n\tredis.call('ZADD', r, ")
+
 const tokenCheck = "if v ~= ARGV[1] and string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. '\\0' then return -1 end\n"
 
 // mutants is the catalogue: each must be caught by the simulator within

@@ -45,7 +45,12 @@ func readersIf(i int) string {
 // queue (for a reader not queued: anywhere in it). Readers queue among
 // writers (a reader's place ID marks it: see queueLua), so the readers
 // ahead of a writer enter together, before it, and those behind it after
-// it: neither side starves.
+// it: neither side starves. A reader that a release let in here (its
+// place's ID among the readers) enters whoever waits; its token joins the
+// let-in, which it does not take over: the Client counts let-ins whose
+// notices come after a failed attempt, whose take-back releases only the
+// token (the let-in goes with a release of the place's ID, which a reader
+// that holds by its attempt sends every node, or with its lapse).
 // ARGV[1] token, ARGV[2] value (unused: readers keep no metadata),
 // ARGV[3] ttl in ms, ARGV[4..6] the reader's place (ID, ticket, lease ms)
 // as acquireSrc's; a reader not queued passes none.
@@ -58,9 +63,9 @@ local q, l = qkeys()
 local t = now()
 if letsIn(id) and tonumber(redis.call('ZSCORE', KEYS[1] .. ':readers', id) or '0') > t then
 	-- let in here by a release, as its place: it is in already, whoever waits now (its let-in keeps
-	-- writers out), and holds by its token from now on (its let-ins did not count: their notices late)
+	-- writers out), and its token joins the let-in, which stays: should the attempt fail, its
+	-- take-back releases the token, and the Client may yet hold by the let-ins (their notices late)
 	local r, ttl = KEYS[1] .. ':readers', tonumber(ARGV[3])
-	redis.call('ZREM', r, id)
 	redis.call('ZADD', r, string.format('%d', t + ttl), ARGV[1])
 	if redis.call('PTTL', r) < ttl then redis.call('PEXPIRE', r, string.format('%d', ttl)) end
 	leave(q, l, id)
