@@ -26,6 +26,7 @@ type simLink struct {
 	lag   *atomic.Int64 // a time.Duration: calls reach the node late
 	last  *simLast
 	quits *simQuits // the Client's calls in flight, which its queued attempts may end (see simQuits)
+	stall *simStall // the Client's replies and notices held (see simStall)
 }
 
 // simQuits are a Client's workers' calls in flight that a context ends
@@ -169,7 +170,7 @@ func (n simLink) Start(c nodeio.Call) {
 		n.last.done = t.done
 	}
 	n.last.mu.Unlock()
-	n.startPaused(c, time.Duration(n.pause.Load()), t)
+	n.startPaused(c, max(time.Duration(n.pause.Load()), n.stall.late()), t)
 }
 
 // StartAll starts a batch's calls in order: the link runs every call in
@@ -201,7 +202,7 @@ func (s *simRun) fault(rng *rand.Rand) {
 	d := time.Duration(int64(s.ttl/10) + rng.Int64N(int64(2*s.ttl)))
 	i := rng.IntN(len(s.nodes))
 	f := s.nodes[i]
-	switch rng.IntN(9) {
+	switch rng.IntN(10) {
 	case 0: // frozen: calls wait, whatever their context says
 		gate := make(chan struct{})
 		f.setGate(gate)
@@ -255,6 +256,11 @@ func (s *simRun) fault(rng *rand.Rand) {
 		s.logf("client %d's calls reach node %d %v late, for %v", c, i, lag, d)
 		time.AfterFunc(d, func() { s.lags[c][i].Store(0) })
 		d += lag
+	case 9: // a Client's connections stall downstream: its calls run, their replies and its notices come late
+		c, p := rng.IntN(len(s.stalls)), time.Duration(int64(s.ttl/20)+rng.Int64N(int64(s.ttl)))
+		s.stalls[c].hold(time.Now().Add(p))
+		s.logf("client %d hears nothing for %v (its calls still run)", c, p)
+		d = p
 	}
 	s.mu.Lock()
 	s.spans = append(s.spans, faultSpan(time.Now(), d))

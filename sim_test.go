@@ -89,6 +89,7 @@ type simRun struct {
 	rates   []float64         // per node: how fast its clock runs
 	cuts    []*atomic.Bool    // per Client: cut off from every node
 	pauses  []*atomic.Int64   // per Client: how late it reads replies
+	stalls  []*simStall       // per Client: replies and notices held until a time
 	lags    [][]*atomic.Int64 // per Client, per node: how late its calls arrive
 	clients []*Client
 	quits   []*simQuits // per Client: its calls in flight, for its queued attempts to end
@@ -267,7 +268,7 @@ func runSim(t *testing.T, seed uint64, m mutant) *simRun {
 // newClient makes the run's i-th Client, a process of its own, over links
 // that faults can cut or slow.
 func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
-	cut, pause := &atomic.Bool{}, &atomic.Int64{}
+	cut, pause, stall := &atomic.Bool{}, &atomic.Int64{}, &simStall{}
 	nodes := make([]node, len(s.nodes))
 	lags := make([]*atomic.Int64, len(s.nodes))
 	quits := &simQuits{rng: rand.New(rand.NewPCG(s.seed, uint64(0x9017+i))), calls: map[int]context.CancelFunc{}, slow: slices.Max(s.latency)}
@@ -278,7 +279,7 @@ func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 		if *simPerKey {
 			last.rng, last.byKey = rand.New(rand.NewPCG(s.seed, uint64(0x1a9e+100*i+j))), map[string]chan struct{}{}
 		}
-		nodes[j] = simLink{f, cut, pause, lags[j], last, quits}
+		nodes[j] = simLink{f, cut, pause, lags[j], last, quits, stall}
 	}
 	s.lags = append(s.lags, lags)
 	c, err := newClient(nodes, []Option{WithTTL(s.ttl), WithObserver(s.observe(fmt.Sprint("c", i)))})
@@ -289,7 +290,7 @@ func (s *simRun) newClient(t *testing.T, i int, rng *rand.Rand) *Client {
 		c.proposed.Store(c.propose() + int64(rng.IntN(1e6))*wire.FenceModulus)
 	}
 	s.logf("client %d: waiter IDs %s.N", i, c.hand.id)
-	s.cuts, s.pauses = append(s.cuts, cut), append(s.pauses, pause)
+	s.cuts, s.pauses, s.stalls = append(s.cuts, cut), append(s.pauses, pause), append(s.stalls, stall)
 	s.clients = append(s.clients, c)
 	return c
 }
