@@ -67,7 +67,7 @@ func readerAttemptBroken(t *testing.T, variant func(*wire.Op) string) (broke str
 			}
 		}
 		if holding < c.quorum() {
-			broke = fmt.Sprintf("held by let-ins on %d nodes, of which the attempt's take-back left %d", 3, holding)
+			broke = fmt.Sprintf("held by let-ins on 3 nodes, of which the attempt's take-back left %d", holding)
 		}
 	})
 	return broke

@@ -40,9 +40,6 @@ func withWorker(ctx context.Context, worker string) context.Context {
 }
 
 func (j *journal) add(format string, args ...any) {
-	if j == nil {
-		return
-	}
 	e := journalEntry{at: time.Now(), what: fmt.Sprintf(format, args...)}
 	j.mu.Lock()
 	j.entries = append(j.entries, e)
