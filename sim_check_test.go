@@ -28,6 +28,7 @@ func (s *simRun) violations() []string {
 	v = append(v, s.staleReads()...)
 	v = append(v, s.unobserved()...)
 	v = append(v, s.blindFailures()...)
+	v = append(v, s.unbacked...)
 	for _, k := range s.left {
 		v = append(v, "left after every Client closed: "+k)
 	}

@@ -212,7 +212,7 @@ func (s *simRun) fault(rng *rand.Rand) {
 		d = max(d, s.ttl+s.ttl/10)
 		f.setErr(errFakeDown)
 		s.logf("node %d killed for %v, then restarted empty", i, d)
-		time.AfterFunc(d, func() { f.restartMem(false); f.setErr(nil); s.forget() })
+		time.AfterFunc(d, func() { f.restartMem(false); f.setErr(nil); s.forget(i) })
 		d += s.guard() // the restart guard refuses its grants for a while
 	case 2: // restarted at once, keys kept (persistence)
 		d = s.guard()
@@ -242,7 +242,7 @@ func (s *simRun) fault(rng *rand.Rand) {
 			break
 		}
 		f.restartMem(false)
-		s.forget()
+		s.forget(i)
 		s.logf("node %d restarted empty, at once", i)
 	case 7: // a Client paused between sending its calls and reading the replies, within the node timeout (TTL/20) mostly
 		c, p := rng.IntN(len(s.pauses)), time.Duration(int64(s.ttl/100)+rng.Int64N(int64(s.ttl/20)))
@@ -289,10 +289,12 @@ func faultSpan(start time.Time, d time.Duration) simSpan {
 // node's grants (the default: the Client's TTL), and a little more.
 func (s *simRun) guard() time.Duration { return s.ttl + s.ttl/10 }
 
-// forget notes that a node restarted empty: fencing counters forgotten.
-func (s *simRun) forget() {
+// forget notes that node i restarted empty: its locks and fencing
+// counters forgotten.
+func (s *simRun) forget(i int) {
 	s.mu.Lock()
 	s.forgot = append(s.forgot, time.Now())
+	s.emptied[i] = append(s.emptied[i], time.Now())
 	s.mu.Unlock()
 }
 

@@ -16,6 +16,7 @@ import (
 // in the others each runs fast or slow by up to as much.
 func (s *simRun) setUpNodes(rng *rand.Rand) {
 	s.nodes = newFakeNodes(3 + 2*rng.IntN(3))
+	s.emptied = make([][]time.Time, len(s.nodes))
 	allFast := rng.IntN(2) == 0
 	for i, f := range s.nodes {
 		s.latency = append(s.latency, time.Duration(50+rng.IntN(950))*time.Microsecond)

@@ -113,6 +113,8 @@ type simRun struct {
 	spans     []simSpan            // the faults
 	healed    time.Time            // when the last fault healed
 	forgot    []time.Time          // when a node restarted empty: fencing counters forgotten
+	emptied   [][]time.Time        // per node: when it restarted empty
+	unbacked  []string             // valid Locks fewer than a majority of nodes held (sim_backing_test.go)
 }
 
 // simHolding is one holder's claim on a key: from Lock returning to the

@@ -233,6 +233,7 @@ func (s *simRun) holdFor(who string, l *Lock, err error, reader bool, hold time.
 	}
 	deadline := from.Add(hold)
 	for step := s.ttl / 4; ; {
+		s.checkBacked(who, l)
 		if !time.Now().Before(deadline) {
 			held(time.Now())
 			break
