@@ -15,13 +15,15 @@ import (
 
 // The Client's rules for a reader let in by a writer's release, and a
 // writer granted the key by a release (letin.go), each a schedule built
-// to break it. The simulator does not catch these
+// to break it. The simulator did not catch these
 // three within its budget (docs/testing.md): the lock extends to its TTL
 // at once, and only a failed extension leaves a validity claimed too long
-// exposed. So each schedule returns what went wrong ("" for nothing), the
-// ordinary tests below require nothing, and TestLetInMutantsCaught (a
-// build with -tags redlock_mutants) requires something with each rule's
-// mutant switched on.
+// exposed to a second holder. Since its check that a valid Lock is backed
+// by a majority of nodes (2026-12-03) it catches the two validity rules'
+// mutants, not the reconnect's. So each schedule returns what went wrong
+// ("" for nothing), the ordinary tests below require nothing, and
+// TestLetInMutantsCaught (a build with -tags redlock_mutants) requires
+// something with each rule's mutant switched on.
 
 // letInWaiter is a reader of rw:d waiting in a Client over 5 fake nodes,
 // which a writer's release could let in.

@@ -256,10 +256,15 @@ func (s *simRun) fault(rng *rand.Rand) {
 		s.logf("client %d's calls reach node %d %v late, for %v", c, i, lag, d)
 		time.AfterFunc(d, func() { s.lags[c][i].Store(0) })
 		d += lag
-	case 9: // a Client's connections stall downstream: its calls run, their replies and its notices come late
+	case 9: // a Client's connections stall downstream: its calls run, their replies and its notices (or its notices alone) come late
 		c, p := rng.IntN(len(s.stalls)), time.Duration(int64(s.ttl/20)+rng.Int64N(int64(s.ttl)))
-		s.stalls[c].hold(time.Now().Add(p))
-		s.logf("client %d hears nothing for %v (its calls still run)", c, p)
+		if rng.IntN(2) == 0 { // its subscriptions alone: replies on time, notices late
+			s.stalls[c].holdNotices(time.Now().Add(p))
+			s.logf("client %d hears no notice for %v (replies still come)", c, p)
+		} else {
+			s.stalls[c].hold(time.Now().Add(p))
+			s.logf("client %d hears nothing for %v (its calls still run)", c, p)
+		}
 		d = p
 	}
 	s.mu.Lock()

@@ -37,7 +37,11 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			cancel()
 			s.holdFor(who, l, err, reader, hold, rng)
 		}
-		switch rng.IntN(10) {
+		choice := rng.IntN(10)
+		if s.mutant.rw && rng.IntN(3) != 0 {
+			choice = 6
+		}
+		switch choice {
 		case 0, 1:
 			s.doWork(c, who, key, hold, opts)
 		case 2:
