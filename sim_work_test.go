@@ -146,10 +146,11 @@ func (s *simRun) lead(ctx context.Context, c *Client, who string, hold time.Dura
 	}
 	_ = e.Lead(ctx, who, func(ctx context.Context, ld *Leadership) error {
 		from := time.Now()
-		live := s.workFor(ctx, from, hold/2)
+		backed := func() { s.checkBacked(who+"(leader)", ld.Lock()) }
+		live := s.workFor(ctx, from, hold/2, backed)
 		if ctx.Err() == nil { // a new value, in the same term
 			_ = ld.Proclaim(ctx, who+"'")
-			live = s.workFor(ctx, live, hold/2)
+			live = s.workFor(ctx, live, hold/2, backed)
 		}
 		s.record(simHolding{keys: []string{"election:e"}, who: who + "(leader)", token: ld.Lock().Token(), fence: ld.Term(), got: from, from: from, to: live})
 		return nil
@@ -194,11 +195,15 @@ func (s *simRun) observeLeaders(c *Client, who string, d time.Duration) {
 }
 
 // workFor works under ctx from from for up to hold, looking at ctx every
-// TTL/10, and returns the last time a look found it live: the work relied
-// on its lock until then.
-func (s *simRun) workFor(ctx context.Context, from time.Time, hold time.Duration) time.Time {
+// TTL/10 (and running check, if not nil, before each look's sleep), and
+// returns the last time a look found it live: the work relied on its lock
+// until then.
+func (s *simRun) workFor(ctx context.Context, from time.Time, hold time.Duration, check func()) time.Time {
 	live := from
 	for deadline := from.Add(hold); time.Now().Before(deadline); live = time.Now() {
+		if check != nil {
+			check()
+		}
 		time.Sleep(s.ttl / 10)
 		if ctx.Err() != nil {
 			break
@@ -288,7 +293,7 @@ func earliest(a, b time.Time) time.Time {
 func (s *simRun) doWork(c *Client, who, key string, hold time.Duration, opts []Option) {
 	_ = c.Do(context.Background(), key, func(ctx context.Context) error {
 		from := time.Now()
-		to := s.workFor(ctx, from, hold)
+		to := s.workFor(ctx, from, hold, nil)
 		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: to, expires: ctx.Err() != nil, kept: time.Now()})
 		return nil
 	}, opts...)
