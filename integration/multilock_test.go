@@ -293,6 +293,7 @@ func chaosMultiLock(t *testing.T, extra ...redlock.Option) (granted int64) {
 	deadline := time.Now().Add(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
 	var nodeViolations []string // and holdings of the wrong set
+	backed := newBacking(t, nodes)
 	var wg sync.WaitGroup
 	for w, set := range workerSets {
 		who := fmt.Sprintf("client%d/worker%d", w%len(clients), w)
@@ -306,7 +307,7 @@ func chaosMultiLock(t *testing.T, extra ...redlock.Option) (granted int64) {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			holdRepeatedly(&done, target, deadline, who, 0, m.Lock, func(l *redlock.Lock, h holding) {
+			holdRepeatedly(&done, target, deadline, who, 0, backed.wrap(who, false, m.Lock), func(l *redlock.Lock, h holding) {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, key := range l.Keys() {
@@ -337,11 +338,13 @@ func chaosMultiLock(t *testing.T, extra ...redlock.Option) (granted int64) {
 	for _, chk := range perKey {
 		v = append(v, chk.violations()...)
 	}
+	v = append(v, backed.violations()...)
 	var per []string
 	for w := range workerSets {
 		per = append(per, fmt.Sprint(progress[w].Load()))
 	}
-	t.Logf("%d locks taken (per worker %s; %d granted by releases), %d node reads, %d faults, %d violations", done.Load(), strings.Join(per, "/"), granted, reads, faults, len(v))
+	t.Logf("%d locks taken (per worker %s; %d granted by releases), %d node reads, %d faults, %d locks checked backed (%d node reads unanswered), %d violations",
+		done.Load(), strings.Join(per, "/"), granted, reads, faults, backed.checked.Load(), backed.unknown.Load(), len(v))
 	fairShare(t, loads(progress), 0.5, 2, 5) // client 2's workers: it is cut off at random
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))

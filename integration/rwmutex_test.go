@@ -287,6 +287,7 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	stopReads := readNodesEvery(nodes, 5*time.Millisecond, func(ctx context.Context, admin *redis.Client, n *Node) ([]string, bool) {
 		return j.readRWNode(ctx, admin, n, rwKey(name))
 	})
+	backed := newBacking(t, nodes)
 	var wg sync.WaitGroup
 	for w := range 6 {
 		m := locks[w%len(locks)]
@@ -299,7 +300,7 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 			who, acquire, rest = fmt.Sprintf("client%d/writer%d", w%len(locks), w), m.Lock, 40*time.Millisecond
 		}
 		wg.Go(func() {
-			holdRepeatedly(&done, target, deadline, who, rest, acquire, func(l *redlock.Lock, h holding) {
+			holdRepeatedly(&done, target, deadline, who, rest, backed.wrap(who, !write, acquire), func(l *redlock.Lock, h holding) {
 				j.add("%s held %s–%s (token %q, fence %d)", who, h.from.Format("15:04:05.000000"), h.to.Format("15:04:05.000000"), l.Token(), h.fence)
 				perWorker[w].Add(1)
 				if write {
@@ -322,7 +323,9 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	nodeReads, v := stopReads()
 	v = append(v, writers.violations()...)
 	v = append(v, readerWithWriter(readers, writers.holdings)...)
-	t.Logf("%d reads and %d writes (%d granted by a release), %d node reads, %d faults, %d violations", reads.Load(), writes.Load(), byPlace.Load(), nodeReads, faults, len(v))
+	v = append(v, backed.violations()...)
+	t.Logf("%d reads and %d writes (%d granted by a release), %d node reads, %d faults, %d locks checked backed (%d node reads unanswered), %d violations",
+		reads.Load(), writes.Load(), byPlace.Load(), nodeReads, faults, backed.checked.Load(), backed.unknown.Load(), len(v))
 	if len(v) > 0 {
 		from, to := violationSpan(readers, writers.holdings)
 		j.report(t, from.Add(-time.Second), to.Add(50*time.Millisecond))

@@ -139,12 +139,13 @@ func chaosSemaphore(t *testing.T, opts ...redlock.Option) (granted int64) {
 	perWorker := make([]atomic.Int64, 6)
 	deadline := time.Now().Add(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
+	backed := newBacking(t, nodes)
 	var wg sync.WaitGroup
 	for w := range 6 {
 		s := sems[w%len(sems)]
 		who := fmt.Sprintf("client%d/worker%d", w%len(sems), w)
 		wg.Go(func() {
-			holdRepeatedly(&done, target, deadline, who, 0, s.Acquire, func(l *redlock.Lock, h holding) {
+			holdRepeatedly(&done, target, deadline, who, 0, backed.wrap(who, false, s.Acquire), func(l *redlock.Lock, h holding) {
 				perWorker[w].Add(1)
 				if strings.Contains(l.Token(), ".wi") {
 					byPlace.Add(1)
@@ -166,7 +167,9 @@ func chaosSemaphore(t *testing.T, opts ...redlock.Option) (granted int64) {
 	for _, chk := range slots {
 		v = append(v, chk.violations()...)
 	}
-	t.Logf("%d permits taken over %d slots (%d granted by a release), %d faults, %d violations", done.Load(), len(slots), byPlace.Load(), faults, len(v))
+	v = append(v, backed.violations()...)
+	t.Logf("%d permits taken over %d slots (%d granted by a release), %d faults, %d permits checked backed (%d node reads unanswered), %d violations",
+		done.Load(), len(slots), byPlace.Load(), faults, backed.checked.Load(), backed.unknown.Load(), len(v))
 	if len(v) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(v), strings.Join(v[:min(5, len(v))], "\n"))
 	}
