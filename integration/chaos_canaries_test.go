@@ -19,7 +19,7 @@ func restartScenarioChaos(name string, period time.Duration, target int, opts ..
 	// A 200 ms TTL: the guard's default period, so a restarted node is kept
 	// out only that long.
 	opts = append([]redlock.Option{redlock.WithTTL(200 * time.Millisecond)}, opts...)
-	return scenario{name: name, nodes: 3, hold: 20 * time.Millisecond, opts: opts, target: target,
+	return scenario{name: name, nodes: 3, hold: 20 * time.Millisecond, opts: opts, target: target, forgets: true,
 		fault: func(t *testing.T, nodes []*Node, stop <-chan struct{}) int {
 			return every(period, stop, func() {
 				order := rand.Perm(len(nodes))

@@ -49,6 +49,7 @@ type scenario struct {
 	fault      func(t *testing.T, nodes []*Node, stop <-chan struct{}) int // injects faults until stop; returns how many
 	target     int                                                         // acquisitions, if not the profile's
 	grants     bool                                                        // plain Locks: some must be held by a place's ID (granted by a release)
+	forgets    bool                                                        // nodes restart empty: a holder's key goes, as the restart guard allows (no backing check)
 }
 
 type outcome struct {
@@ -127,6 +128,10 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 			faultsDone <- 0
 		}
 	}()
+	var backed *backing // (where nodes keep their keys: see scenario.forgets)
+	if !sc.forgets {
+		backed = newBacking(t, nodes)
+	}
 	var done atomic.Int64
 	var heldNs, granted atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
@@ -144,6 +149,9 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 				cancel()
 				if err != nil {
 					continue
+				}
+				if backed != nil {
+					backed.check(name, l, false)
 				}
 				from := time.Now()
 				until := validUntil(l)
@@ -180,6 +188,10 @@ func runChaos(t *testing.T, sc scenario, target int) outcome {
 	st.mu.Unlock()
 	o := outcome{acquisitions: int(done.Load()), attempts: int(attempts.Load()), faults: <-faultsDone, rejected: rejected, granted: int(granted.Load()),
 		held: time.Duration(heldNs.Load()), elapsed: time.Since(start), violations: chk.violations(), perWorker: loads(perWorker)}
+	if backed != nil {
+		o.violations = append(o.violations, backed.violations()...)
+		t.Logf("%d locks checked backed on the nodes (%d node reads unanswered)", backed.checked.Load(), backed.unknown.Load())
+	}
 	t.Logf("%s: %d acquisitions (%d attempts, %d granted by a release) in %v, %d faults, lock held %.0f%% of the time, %d violations, %d stale writes refused",
 		sc.name, o.acquisitions, o.attempts, o.granted, o.elapsed.Round(time.Millisecond), o.faults,
 		100*o.held.Seconds()/o.elapsed.Seconds(), len(o.violations), o.rejected)
