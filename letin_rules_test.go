@@ -20,7 +20,8 @@ import (
 // at once, and only a failed extension leaves a validity claimed too long
 // exposed to a second holder. Since its check that a valid Lock is backed
 // by a majority of nodes (2026-12-03) it catches the two validity rules'
-// mutants, not the reconnect's. So each schedule returns what went wrong
+// mutants, and the reconnect's with the read-write workload. So each
+// schedule returns what went wrong
 // ("" for nothing), the ordinary tests below require nothing, and
 // TestLetInMutantsCaught (a build with -tags redlock_mutants) requires
 // something with each rule's mutant switched on.

@@ -11,9 +11,10 @@ import (
 // While a holder's Lock is valid, each of its keys is held for its token
 // on a majority of nodes, as each node itself sees it (a mutex's key, a
 // writer's, a set's, a semaphore's slot or an election's key set to the
-// token; a reader's token among the key's live readers). A node that restarted empty since
-// the winning attempt started counts as backing it: the restart guard
-// keeps its grants out (the overlap check sees where it does not).
+// token; a reader's token among the key's live readers). A node that
+// restarted empty since the winning attempt started counts as backing
+// it: the restart guard keeps its grants out (the overlap check sees
+// where it does not).
 //
 // The overlap check needs a second holder to meet the first; this one
 // needs none: a Client that holds by grants its own calls have taken

@@ -18,9 +18,11 @@ import (
 // its keys is held for its token on a majority of the nodes, as each
 // node's own state says: the key set to the token (a writer's, a set's
 // keys, a semaphore's slot), or the token among the key's readers with a
-// lapse after the node's clock. The runs that use it have nodes that
-// persist every write (appendfsync always), so a restart forgets nothing;
-// a node that does not answer within 50 ms (paused, or down) may hold it.
+// lapse after the node's clock. The runs that use it restart only nodes
+// that persist every write (appendfsync always), so a restart forgets
+// nothing (TestChaos's restart without persistence goes without it: see
+// scenario.forgets); a node that does not answer within 50 ms (paused, or
+// down) may hold it.
 //
 // Mutual exclusion needs a second holder to meet the first; this needs
 // none. The reader of 2026-12-03, held by let-ins its own failed attempt
