@@ -15,15 +15,14 @@ import (
 
 // The Client's rules for a reader let in by a writer's release, and a
 // writer granted the key by a release (letin.go), each a schedule built
-// to break it. The simulator did not catch these
-// three within its budget (docs/testing.md): the lock extends to its TTL
-// at once, and only a failed extension leaves a validity claimed too long
-// exposed to a second holder. Since its check that a valid Lock is backed
-// by a majority of nodes (2026-12-03) it catches the two validity rules'
-// mutants, and the reconnect's with the read-write workload. So each
-// schedule returns what went wrong
-// ("" for nothing), the ordinary tests below require nothing, and
-// TestLetInMutantsCaught (a build with -tags redlock_mutants) requires
+// to break it. The simulator did not catch these three within its budget
+// (docs/testing.md): the lock extends to its TTL at once, and only a
+// failed extension leaves a validity claimed too long exposed to a second
+// holder. Since its check that a valid Lock is backed by a majority of
+// nodes (2026-12-03) it catches the two validity rules' mutants, and the
+// reconnect's with the read-write workload. So each schedule returns what
+// went wrong ("" for nothing), the ordinary tests below require nothing,
+// and TestLetInMutantsCaught (a build with -tags redlock_mutants) requires
 // something with each rule's mutant switched on.
 
 // letInWaiter is a reader of rw:d waiting in a Client over 5 fake nodes,
