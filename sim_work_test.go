@@ -289,11 +289,13 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
-// doWork runs Do for hold, the work looking at its context every TTL/10.
+// doWork runs Do for hold, the work looking at its context every TTL/10
+// (and checking that its lock, which Do's context carries, is backed).
 func (s *simRun) doWork(c *Client, who, key string, hold time.Duration, opts []Option) {
 	_ = c.Do(context.Background(), key, func(ctx context.Context) error {
 		from := time.Now()
-		to := s.workFor(ctx, from, hold, nil)
+		l := ctx.(lockContext).l // (a panic, should Do's context ever stop carrying it)
+		to := s.workFor(ctx, from, hold, func() { s.checkBacked(who+"(Do)", l) })
 		s.record(simHolding{keys: []string{key}, who: who + "(Do)", from: from, to: to, expires: ctx.Err() != nil, kept: time.Now()})
 		return nil
 	}, opts...)
