@@ -46,7 +46,7 @@ func (s *simRun) checkBacked(who string, l *Lock) {
 			}
 			seen[i] = what
 		}
-		if backed < len(s.nodes)/2+1 {
+		if backed < quorum(len(s.nodes)) {
 			s.mu.Lock()
 			s.unbacked = append(s.unbacked, fmt.Sprintf("%s: %s valid until %s held by %d of %d nodes at %s (token %q; the nodes: %s)",
 				who, k, s.at(l.validUntil()), backed, len(s.nodes), s.at(now), l.Token(), strings.Join(seen, "; ")))

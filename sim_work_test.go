@@ -195,15 +195,12 @@ func (s *simRun) observeLeaders(c *Client, who string, d time.Duration) {
 }
 
 // workFor works under ctx from from for up to hold, looking at ctx every
-// TTL/10 (and running check, if not nil, before each look's sleep), and
-// returns the last time a look found it live: the work relied on its lock
-// until then.
+// TTL/10 (and running check before each look's sleep), and returns the
+// last time a look found it live: the work relied on its lock until then.
 func (s *simRun) workFor(ctx context.Context, from time.Time, hold time.Duration, check func()) time.Time {
 	live := from
 	for deadline := from.Add(hold); time.Now().Before(deadline); live = time.Now() {
-		if check != nil {
-			check()
-		}
+		check()
 		time.Sleep(s.ttl / 10)
 		if ctx.Err() != nil {
 			break
