@@ -37,12 +37,16 @@ type backing struct {
 	found   []string
 }
 
+// backingName is the client name of the check's connections, by which a
+// count of a node's clients leaves them out (sampleConnections).
+const backingName = "redlock-backing-check"
+
 // newBacking makes the check's admin clients, one per node, closed when
 // the test ends.
 func newBacking(t *testing.T, nodes []*Node) *backing {
 	b := &backing{}
 	for _, n := range nodes {
-		a := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
+		a := redis.NewClient(&redis.Options{Addr: n.Addr, ClientName: backingName, MaxRetries: -1, DialerRetries: 1, ReadTimeout: 50 * time.Millisecond, WriteTimeout: 50 * time.Millisecond})
 		t.Cleanup(func() { _ = a.Close() })
 		b.admins = append(b.admins, a)
 	}

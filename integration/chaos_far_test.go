@@ -26,7 +26,9 @@ import (
 // fencing and the README's node options; every 150 ms a minority of
 // nodes is paused for up to 150 ms, or one link is cut for 150 ms. Each
 // key's holdings are checked as TestChaos checks its one key's (no
-// overlap, tokens in order, no stale write), every worker must have had
+// overlap, tokens in order, no stale write), each lock is checked backed
+// by a majority of the nodes when its Lock returns (backing, read on the
+// nodes themselves, not through the proxies), every worker must have had
 // its share, and the nodes must have seen a lane: more connections than
 // each Client's first lane and subscription, or the run tested nothing.
 func TestChaosFarNodes(t *testing.T) {
@@ -47,6 +49,7 @@ func TestChaosFarNodes(t *testing.T) {
 		checkers[k] = &checker{}
 		stores[k] = &store{fenced: true, c: checkers[k]}
 	}
+	backed := newBacking(t, nodes)
 	stopConns := sampleConnections(nodes[0])
 	stopFaults := faultsEvery(150*time.Millisecond, func() { farFault(t, nodes, proxies) })
 	target := chaosTarget()
@@ -62,7 +65,7 @@ func TestChaosFarNodes(t *testing.T) {
 		who := fmt.Sprintf("worker%d/key%d", w, k)
 		wg.Go(func() {
 			holdRepeatedly(&done, target, deadline, who, 0,
-				func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, lockKeys[k]) },
+				backed.wrap(who, false, func(ctx context.Context) (*redlock.Lock, error) { return c.Lock(ctx, lockKeys[k]) }),
 				func(l *redlock.Lock, h holding) {
 					stores[k].write(who, l.Fence())
 					checkers[k].record(h)
@@ -80,8 +83,10 @@ func TestChaosFarNodes(t *testing.T) {
 	for k := range keys {
 		violations = append(violations, checkers[k].violations()...)
 	}
+	violations = append(violations, backed.violations()...)
 	t.Logf("%d acquisitions on %d keys, %d faults, at most %d client connections on a node, %d violations",
 		done.Load(), keys, faults, conns, len(violations))
+	t.Logf("%d locks checked backed on the nodes (%d node reads unanswered)", backed.checked.Load(), backed.unknown.Load())
 	if len(violations) > 0 {
 		t.Fatalf("%d violations, the first: %s", len(violations), strings.Join(violations[:min(5, len(violations))], "\n"))
 	}
@@ -110,18 +115,25 @@ func farFault(t *testing.T, nodes []*Node, proxies []*Proxy) {
 	p.Latency(t, 3, 1)
 }
 
-// sampleConnections reads node's connected_clients every 10 ms, through
-// readNodesEvery's client of its own, until the returned stop is called,
-// which returns the largest count it read (that client's connection
-// included).
+// sampleConnections counts node's client connections every 10 ms (CLIENT
+// LIST), through readNodesEvery's client of its own, until the returned
+// stop is called, which returns the largest count it read (that client's
+// connection included, the backing check's left out: see backingName).
 func sampleConnections(node *Node) (stop func() int64) {
 	var most int64
 	stopReads := readNodesEvery([]*Node{node}, 10*time.Millisecond, func(ctx context.Context, admin *redis.Client, _ *Node) ([]string, bool) {
-		n, err := readInfoField(ctx, admin, "clients", "connected_clients")
-		if err == nil && n > most {
-			most = n
+		list, err := admin.ClientList(ctx).Result()
+		if err != nil {
+			return nil, false
 		}
-		return nil, err == nil
+		var n int64
+		for line := range strings.Lines(list) {
+			if !strings.Contains(line, " name="+backingName+" ") {
+				n++
+			}
+		}
+		most = max(most, n)
+		return nil, true
 	})
 	return func() int64 {
 		stopReads()
