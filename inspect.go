@@ -131,7 +131,7 @@ func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*K
 func (c *Client) keyState(r *round, token string) *KeyState {
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: res.Waiting, FirstWaiter: res.Head, WaitingReaders: res.WaitingReaders, Readers: res.Readers}
+		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: int(res.Waiting), FirstWaiter: res.Head, WaitingReaders: int(res.WaitingReaders), Readers: int(res.Readers)}
 		if res.Status == wire.StatusHeld {
 			var holder string
 			st.Held, st.TTL = true, res.PTTL

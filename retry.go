@@ -122,9 +122,9 @@ func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duratio
 			answered++
 		case res.Status == wire.StatusHeld:
 			answered++
-			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value && h.key == res.Key })
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value && h.key == int(res.Key) })
 			if i < 0 {
-				holders, i = append(holders, holder{token: res.Value, key: res.Key}), len(holders)
+				holders, i = append(holders, holder{token: res.Value, key: int(res.Key)}), len(holders)
 			}
 			h := &holders[i]
 			h.n++

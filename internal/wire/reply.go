@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -32,16 +33,21 @@ type Result struct {
 	// err and not Answered.
 	Answered bool
 	Status   Status
-	PTTL     time.Duration // StatusHeld: holder's remaining TTL, −1 if none, PTTLUnknown from a plain acquire; StatusQueued: the first waiter's lease left
-	Value    string        // StatusHeld: the holder's token (acquire) or the key's value (inspect)
-	Fence    int64         // a fenced acquire's grant: the node's new fence counter
-	RunID    string        // acquire: the run_id of the server that answered, when known (internal/nodeio learns it)
 	// Guarded: a grant from a node that restarted within the restart guard's
 	// period; it does not count towards a majority, but its key is ours.
 	Guarded bool
 	// OwnAhead, from a one-key look at the queue: every waiter ahead of
 	// the looking one (among the first 64) is of its own Client.
 	OwnAhead bool
+	// Kept, StatusFailed from a plain fenced acquire: its SET granted the
+	// key, but the node could not hand out a token (Op.Regrant failed):
+	// the key is ours, to take back.
+	Kept bool
+	// (The five fields above share one word.)
+	PTTL  time.Duration // StatusHeld: holder's remaining TTL, −1 if none, PTTLUnknown from a plain acquire; StatusQueued: the first waiter's lease left
+	Value string        // StatusHeld: the holder's token (acquire) or the key's value (inspect)
+	Fence int64         // a fenced acquire's grant: the node's new fence counter
+	RunID string        // acquire: the run_id of the server that answered, when known (internal/nodeio learns it)
 	// Head: the first waiter in the key's queue, from a queue op, a
 	// refusal (StatusQueued), a release or an inspect; its lease left is
 	// pttl when the key is free (StatusQueued, or a queue op's
@@ -49,7 +55,12 @@ type Result struct {
 	Head string
 	// Key, StatusHeld from a multi-key acquire: the index in the op's Keys
 	// of the key another token holds (the first so held); 0 otherwise.
-	Key int
+	// Int32s, as the inspect counts below: a Result is copied several
+	// times a call, and a round holds one per node.
+	Key int32
+	// Inspect: the live places in the key's queue; how many of the first
+	// 64 of those are readers'; the live readers of a read-write lock.
+	Waiting, WaitingReaders, Readers int32
 	// Waits, from a set's look at its queues: bit i is set where the
 	// set waits for the op's Keys[i]: held, or another waiter first.
 	Waits uint64
@@ -61,14 +72,7 @@ type Result struct {
 	// where the op's Keys[i] is granted to the set's place (Granted), or
 	// the set is first in Keys[i]'s queue (First).
 	Granted, First uint64
-	Waiting        int   // inspect: the live places in the key's queue
-	WaitingReaders int   // inspect: how many of the first 64 of those are readers'
-	Readers        int   // inspect: the live readers of a read-write lock
 	Err            error // StatusFailed only
-	// Kept, StatusFailed from a plain fenced acquire: its SET granted the
-	// key, but the node could not hand out a token (Op.Regrant failed):
-	// the key is ours, to take back.
-	Kept bool
 }
 
 func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) }
@@ -107,6 +111,10 @@ func Decode(k Kind, cmd *redis.Cmd) Result {
 	}
 	return ownerReply(r)
 }
+
+// count32 is a count a node replied, as a Result holds it: clamped to
+// int32's range.
+func count32(n int64) int32 { return int32(min(max(n, math.MinInt32), math.MaxInt32)) }
 
 // ErrLargerFence: a fence write-back found a larger token: a later holder
 // has been handed one.
@@ -186,8 +194,8 @@ func acquireReply(reply any, err error) Result {
 				}
 			case int64: // a multi-key refusal: {−(PTTL + 1), holder, KEYS index from 1}
 				holder, isHolder := r[1].(string)
-				if isCode && isHolder && code <= 0 && third >= 1 {
-					res := Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: holder, Key: int(third) - 1}
+				if isCode && isHolder && code <= 0 && third >= 1 && third <= math.MaxInt32 {
+					res := Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: holder, Key: int32(third) - 1}
 					if code == 0 {
 						res.PTTL = -1
 					}
@@ -337,18 +345,18 @@ func inspectReply(reply []any, err error) Result {
 	res := Result{Status: StatusAbsent, Fence: fence}
 	if len(reply) >= 4 {
 		n, _ := reply[3].(int64)
-		res.Waiting = int(n)
+		res.Waiting = count32(n)
 	}
 	if len(reply) >= 5 {
 		res.Head, _ = reply[4].(string)
 	}
 	if len(reply) >= 6 {
 		n, _ := reply[5].(int64)
-		res.Readers = int(n)
+		res.Readers = count32(n)
 	}
 	if len(reply) == 7 {
 		n, _ := reply[6].(int64)
-		res.WaitingReaders = int(n)
+		res.WaitingReaders = count32(n)
 	}
 	if value, held := reply[0].(string); held {
 		res.Status, res.Value, res.PTTL = StatusHeld, Unmark(value), time.Duration(pttl)*time.Millisecond
