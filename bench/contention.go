@@ -60,7 +60,8 @@ type handoffRound struct {
 func measureContention(ctx context.Context, e *env, cs []contended, rounds int, d time.Duration) ([][]handoffRound, error) {
 	out := make([][]handoffRound, len(cs))
 	for r := range rounds {
-		for i, c := range cs {
+		for _, i := range roundOrder(len(cs), r) {
+			c := cs[i]
 			h, err := contend(ctx, e, c, fmt.Sprintf("bench:handoff:%d:%d:%d", i, r, time.Now().UnixNano()), d)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c.Name, err)

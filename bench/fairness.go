@@ -158,19 +158,18 @@ func (a *fairAcq) conflicts(b *fairAcq) bool {
 func measureFairness(ctx context.Context, e *env, ps []primitive, counts []int, rounds int, d time.Duration) (map[string][]fairRound, error) {
 	out := map[string][]fairRound{}
 	for r := range rounds {
-		for _, p := range ps {
-			for _, n := range counts {
-				prefix := fmt.Sprintf("bench:fair:%d:%d:%d", r, n, time.Now().UnixNano())
-				f, err := fairRun(ctx, e, p, n, prefix, d)
-				if err == nil {
-					err = e.released(ctx)
-				}
-				if err != nil {
-					return nil, fmt.Errorf("%s, %d processes: %w", p.Name, n, err)
-				}
-				name := fairName(p, n)
-				out[name] = append(out[name], f)
+		for _, k := range roundOrder(len(ps)*len(counts), r) {
+			p, n := ps[k/len(counts)], counts[k%len(counts)]
+			prefix := fmt.Sprintf("bench:fair:%d:%d:%d", r, n, time.Now().UnixNano())
+			f, err := fairRun(ctx, e, p, n, prefix, d)
+			if err == nil {
+				err = e.released(ctx)
 			}
+			if err != nil {
+				return nil, fmt.Errorf("%s, %d processes: %w", p.Name, n, err)
+			}
+			name := fairName(p, n)
+			out[name] = append(out[name], f)
 		}
 	}
 	return out, nil

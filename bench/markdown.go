@@ -20,7 +20,7 @@ func (r *results) markdown(chartDir string) string {
 		libs = append(libs, fmt.Sprintf("%s %s", m, r.Libraries[m]))
 	}
 	p("Libraries: %s. redlock's go-redis clients have the node options its README recommends (DialerRetries 1, ContextTimeoutEnabled); every other contender's have go-redis's defaults. ", strings.Join(libs, ", "))
-	p("Contenders run interleaved (A B C A B C …) in rounds, so that a slow spell of the machine lands on all of them. Compare ratios, not absolute times: they move from run to run on this shared machine._\n\n")
+	p("Contenders run interleaved in rounds, each contender once a round, each round in an order of its own (a seeded shuffle), so that a slow spell of the machine lands on all of them and no contender always runs after the same one. Compare ratios, not absolute times: they move from run to run on this shared machine._\n\n")
 
 	r.targets(p)
 	r.cycleSection(p, chartDir)

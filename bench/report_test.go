@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/xml"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,30 @@ func TestSplitKinds(t *testing.T) {
 	w4 := &fairAcq{w: 1, keys: k, start: at(5), got: at(12), released: at(15)}
 	if m := (&fairness{acqs: []*fairAcq{w1, w4}}).figures(2, time.Second, 0); m.GapP50 == 0 || m.Kinds != nil {
 		t.Fatalf("a mutex's round: gap p50 %v, kinds %+v; want a gap and no kinds", m.GapP50, m.Kinds)
+	}
+}
+
+// TestRoundOrder: each round runs every contender once, the same round in
+// the same order (a run can be had again), and over 40 rounds no
+// contender always follows the same one.
+func TestRoundOrder(t *testing.T) {
+	const n, rounds = 10, 40
+	after := map[[2]int]int{} // (previous, next) → rounds
+	for r := range rounds {
+		order := roundOrder(n, r)
+		if !slices.Equal(order, roundOrder(n, r)) {
+			t.Fatalf("round %d: two orders, %v and %v", r, order, roundOrder(n, r))
+		}
+		if s := slices.Sorted(slices.Values(order)); !slices.Equal(s, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+			t.Fatalf("round %d: %v is not a permutation of the %d contenders", r, order, n)
+		}
+		for i := 1; i < n; i++ {
+			after[[2]int{order[i-1], order[i]}]++
+		}
+	}
+	for pair, k := range after {
+		if k > rounds/2 {
+			t.Errorf("contender %d ran after %d in %d of %d rounds", pair[1], pair[0], k, rounds)
+		}
 	}
 }

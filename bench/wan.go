@@ -137,7 +137,8 @@ func measureWAN(ctx context.Context, e *env, cs []contender, rounds, cycles int,
 		if err := pingAll(ctx, addrs, pings); err != nil {
 			return res, err
 		}
-		for i, in := range insts {
+		for _, i := range roundOrder(len(insts), r) {
+			in := insts[i]
 			for j := range cycles {
 				l, u, err := wanCycle(ctx, in, fmt.Sprintf("bench:wan:%d:%d:%d", i, r, j))
 				if err != nil {

@@ -30,7 +30,7 @@ func wanShared(ctx context.Context, addrs []string, rounds int, d time.Duration,
 		fmt.Sprintf("redlock, 5 nodes, %d goroutines with a Client each", wanGoroutines)}
 	locks := make([][]time.Duration, len(names))
 	for r := range rounds {
-		for v := range names {
+		for _, v := range roundOrder(len(names), r) {
 			ls, err := wanConcurrent(ctx, addrs, v == 0, d, fmt.Sprintf("bench:wanpar:%d:%d", r, v))
 			if err != nil {
 				return fmt.Errorf("%s: %w", names[v], err)
