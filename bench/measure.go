@@ -103,8 +103,8 @@ func measureCycles(ctx context.Context, e *env, cs []contender, rounds, cycles i
 // that a run's order can be had again). A contender that always ran
 // after the same one would inherit what that one left on the machine
 // (idle servers, warm or cold caches), round after round: in the fixed
-// order, redlock with the restart guard off read 0.94× and 1.07× the
-// default's cycle p50 in two runs, and 0.98× and 0.99× shuffled
+// order, redlock with the restart guard off read 0.93–1.07× the
+// default's cycle p50 in four runs, and 0.96–1.03× in four shuffled
 // (docs/performance.md, 2026-12-03 evening).
 func roundOrder(n, r int) []int {
 	return rand.New(rand.NewPCG(uint64(r), 0x5eed)).Perm(n)
