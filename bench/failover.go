@@ -48,10 +48,14 @@ type failoverRow struct {
 const candidateEnv = "REDLOCK_BENCH_CANDIDATE"
 
 // candidateChild is a candidate process. It campaigns, and prints
-// "LEAD term unixns" when it leads, "VALID unixns" with each new validity
-// end (acquisition and extensions), and "RESIGN unixns" just before it
-// resigns, which it does when a line "resign" arrives on stdin; then it
-// campaigns again. It runs until killed or stdin closes.
+// "LEAD term validns unixns" when it leads (validns: the leadership's
+// validity end), "VALID unixns" with each new validity end of an
+// extension, and "RESIGN unixns" once it resigned, with the time just
+// before its Resign, which it calls when a line "resign" arrives on stdin;
+// then it campaigns again. It runs until killed or stdin closes. A line
+// is written once the time it measures is over: the write and the bench
+// process it wakes are no part of a hand-off (an acquisition's validity
+// goes in its LEAD line, not from the observer inside Campaign).
 func candidateChild(spec string) int {
 	parts := strings.Split(spec, "|")
 	if len(parts) != 3 {
@@ -78,7 +82,7 @@ func candidateChild(spec string) int {
 		_ = out.Flush()
 	}
 	valid := redlock.Observer(func(e redlock.Event) {
-		if e.Err == nil && (e.Kind == redlock.EventAcquire || e.Kind == redlock.EventExtend) {
+		if e.Err == nil && e.Kind == redlock.EventExtend {
 			say("VALID %d", time.Now().Add(e.Validity).UnixNano())
 		}
 	})
@@ -114,16 +118,18 @@ func candidateLoop(e *redlock.Election, say func(format string, args ...any)) in
 			fmt.Fprintln(os.Stderr, "candidate:", err)
 			return 1
 		}
-		say("LEAD %d %d", ld.Term(), time.Now().UnixNano())
+		now := time.Now()
+		say("LEAD %d %d %d", ld.Term(), now.Add(ld.Lock().Validity()).UnixNano(), now.UnixNano())
 		select {
 		case _, ok := <-resign:
 			if !ok {
 				return 0
 			}
-			say("RESIGN %d", time.Now().UnixNano())
+			at := time.Now()
 			if err := ld.Resign(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "candidate: resign:", err)
 			}
+			say("RESIGN %d", at.UnixNano())
 		case <-ld.Lock().Done():
 			fmt.Fprintln(os.Stderr, "candidate: leadership lost:", ld.Lock().Err())
 		}
@@ -142,7 +148,10 @@ type candidateEvent struct {
 	id   int
 	kind string
 	at   time.Time // LEAD, RESIGN: when; VALID: the validity's end
-	term uint64
+	// valid, LEAD: the leadership's validity end (an extension's comes
+	// in a VALID line)
+	valid time.Time
+	term  uint64
 }
 
 // election runs candidate processes for one election and collects what
@@ -185,8 +194,10 @@ func (el *election) start() error {
 			ev := candidateEvent{id: id, kind: f[0]}
 			ns, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
 			ev.at = time.Unix(0, ns)
-			if f[0] == "LEAD" && len(f) == 3 {
+			if f[0] == "LEAD" && len(f) == 4 {
 				ev.term, _ = strconv.ParseUint(f[1], 10, 64)
+				valid, _ := strconv.ParseInt(f[2], 10, 64)
+				ev.valid = time.Unix(0, valid)
 			}
 			el.events <- ev
 		}
@@ -218,6 +229,9 @@ func (el *election) until(ctx context.Context, what string, done func(candidateE
 				continue
 			case "LEAD":
 				el.leader = ev.id
+				if ev.valid.After(el.valid[ev.id]) {
+					el.valid[ev.id] = ev.valid
+				}
 			}
 			if done(ev) {
 				return nil
