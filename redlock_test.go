@@ -140,8 +140,8 @@ func TestMutualExclusionFakes(t *testing.T) {
 }
 
 // BenchmarkLockUnlock measures the library's own cost per Lock+Unlock cycle
-// over instant nodes (they run nothing); round trips to real Redis are
-// benchmarked in integration/.
+// over worker nodes (they run nothing: newBenchClient); round trips to
+// real Redis are benchmarked in integration/.
 //
 // nodes=5/observer adds an observer that does nothing, to show what events
 // cost; without one there is no timing and no event.
