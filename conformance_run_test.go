@@ -87,9 +87,7 @@ func sameReply(got, want any, slack int64) bool {
 		return ok && (gt == wt || strings.HasPrefix(wt, gt) && strings.Fields(gt)[0] == strings.Fields(wt)[0])
 	case int64:
 		g, ok := got.(int64)
-		abs := func(x int64) int64 { return max(x, -x) }
-		duration := abs(w) >= 100 && abs(w) <= 1e6 && abs(g) >= 100 && abs(g) <= 1e6
-		return ok && (g == w || duration && abs(g-w) <= slack)
+		return ok && sameInt(g, w, slack)
 	case float64: // a score: go-redis reads redis-server's RESP3 double; memnode answers as RESP2 (and Lua) does
 		g, ok := got.(string)
 		f, err := strconv.ParseFloat(g, 64)
@@ -107,4 +105,12 @@ func sameReply(got, want any, slack int64) bool {
 		return true
 	}
 	return got == want
+}
+
+// sameInt compares two integer replies: equal, or both durations
+// (integers from 100 to 10^6 in magnitude) within slack ms.
+func sameInt(g, w, slack int64) bool {
+	abs := func(x int64) int64 { return max(x, -x) }
+	duration := abs(w) >= 100 && abs(w) <= 1e6 && abs(g) >= 100 && abs(g) <= 1e6
+	return g == w || duration && abs(g-w) <= slack
 }
