@@ -178,9 +178,9 @@ func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 			if !res.Answered {
 				continue
 			}
-			seen = seen || res.Head == wire.LetIn || res.Granted != 0
+			seen = seen || res.Head == wire.LetIn || res.Details().Granted != 0
 			w.noteGrantFrom(i, j, res)
-			if res.Head == wire.LetIn || w.t.multiKey() && res.Granted == all {
+			if res.Head == wire.LetIn || w.t.multiKey() && res.Details().Granted == all {
 				n++
 			}
 		}
@@ -196,8 +196,9 @@ func (w *waiter) noteGrants(sent time.Time, rs ...*round) {
 func (w *waiter) noteGrantFrom(i, j int, res wire.Result) {
 	switch {
 	case w.t.multiKey():
+		granted := res.Details().Granted
 		for k := range w.grantsFrom {
-			if res.Granted&(1<<k) != 0 {
+			if granted&(1<<k) != 0 {
 				w.grantsFrom[k] |= 1 << i
 			}
 		}

@@ -131,7 +131,8 @@ func (c *Client) inspect(ctx context.Context, keys []string, token string) ([]*K
 func (c *Client) keyState(r *round, token string) *KeyState {
 	s := &KeyState{Nodes: make([]NodeState, len(c.nodes))}
 	for i, res := range r.results {
-		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: int(res.Waiting), FirstWaiter: res.Head, WaitingReaders: int(res.WaitingReaders), Readers: int(res.Readers)}
+		d := res.Details()
+		st := NodeState{Node: c.nodes[i].Name(), Err: res.Err, Fence: uint64(res.Fence), Waiting: int(d.Waiting), FirstWaiter: res.Head, WaitingReaders: int(d.WaitingReaders), Readers: int(d.Readers)}
 		if res.Status == wire.StatusHeld {
 			var holder string
 			st.Held, st.TTL = true, res.PTTL

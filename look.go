@@ -255,7 +255,7 @@ func heldKeys(r *round, rkeys []string, quorum int) map[string]bool {
 		for _, res := range r.results {
 			if res.Answered && res.Status != wire.StatusFailed {
 				answered++
-				if res.Waits&(1<<i) != 0 {
+				if res.Details().Waits&(1<<i) != 0 {
 					n++
 				}
 			}

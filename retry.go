@@ -96,7 +96,7 @@ func jitter(lo, hi time.Duration) time.Duration {
 // contenders. (A plain acquire's refusal names no holder: its Lock's look
 // at the queue tells, see pollQueue.) A multi-key set (set) refused by more than one token
 // differs: each node names the holder of the first of its keys another
-// token holds (and which key: wire.Result.Key), and the holders of
+// token holds (and which key: wire.Detail.Key), and the holders of
 // different keys need not show a majority each to hold them all (a key
 // held on a bare majority lets the other nodes name another key's
 // holder; a round decided at a majority of refusals hears no more). Where
@@ -122,9 +122,10 @@ func retryHint(r *round, quorum int, round time.Duration, set bool) time.Duratio
 			answered++
 		case res.Status == wire.StatusHeld:
 			answered++
-			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value && h.key == int(res.Key) })
+			key := int(res.Details().Key)
+			i := slices.IndexFunc(holders, func(h holder) bool { return h.token == res.Value && h.key == key })
 			if i < 0 {
-				holders, i = append(holders, holder{token: res.Value, key: int(res.Key)}), len(holders)
+				holders, i = append(holders, holder{token: res.Value, key: key}), len(holders)
 			}
 			h := &holders[i]
 			h.n++

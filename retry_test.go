@@ -242,7 +242,7 @@ func TestRetryAfter(t *testing.T) {
 	}
 	heldKey := func(token string, key int, pttl time.Duration) wire.Result {
 		r := held(token, pttl)
-		r.Key = int32(key)
+		r.Detail = &wire.Detail{Key: int32(key)}
 		return r
 	}
 	ok, down := wire.Result{Status: wire.StatusOK}, wire.Result{Err: errFakeDown}

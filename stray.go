@@ -275,19 +275,19 @@ func setGrantsStuck(r *round, w *waiter, quorum int) (granted uint64) {
 	for k := range w.t.rkeys {
 		against := 0
 		for _, res := range r.results {
-			holder := keyHolder(res, k)
+			holder, d := keyHolder(res, k), res.Details()
 			switch {
-			case !res.Answered || res.Status == wire.StatusFailed || res.Granted&(1<<k) != 0:
-			case holder == "" && res.Waits&(1<<k) != 0:
+			case !res.Answered || res.Status == wire.StatusFailed || d.Granted&(1<<k) != 0:
+			case holder == "" && d.Waits&(1<<k) != 0:
 				against++
-			case isGrantee(holder) && holder != w.ID && res.First&(1<<k) == 0:
+			case isGrantee(holder) && holder != w.ID && d.First&(1<<k) == 0:
 				against++
 			}
 		}
 		stuck = stuck || len(r.results)-against < quorum
 	}
 	for i, res := range r.results {
-		if stuck && res.Answered && res.Status != wire.StatusFailed && res.Granted != 0 {
+		if stuck && res.Answered && res.Status != wire.StatusFailed && res.Details().Granted != 0 {
 			granted |= 1 << i
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,26 +52,13 @@ type Result struct {
 	// pttl when the key is free (StatusQueued, or a queue op's
 	// StatusAbsent).
 	Head string
-	// Key, StatusHeld from a multi-key acquire: the index in the op's Keys
-	// of the key another token holds (the first so held); 0 otherwise.
-	// Int32s, as the inspect counts below: a Result is copied several
-	// times a call, and a round holds one per node.
-	Key int32
-	// Inspect: the live places in the key's queue; how many of the first
-	// 64 of those are readers'; the live readers of a read-write lock.
-	Waiting, WaitingReaders, Readers int32
-	// Waits, from a set's look at its queues: bit i is set where the
-	// set waits for the op's Keys[i]: held, or another waiter first.
-	Waits uint64
-	// Holders, from a set's look at its queues: the token that holds each
-	// of the op's Keys, "" where none does, each followed by a NUL (see
-	// KeyHolder).
-	Holders string
-	// Granted and First, from a set's look at its queues: bit i is set
-	// where the op's Keys[i] is granted to the set's place (Granted), or
-	// the set is first in Keys[i]'s queue (First).
-	Granted, First uint64
-	Err            error // StatusFailed only
+	// Detail is what few replies carry: a multi-key refusal's key, a
+	// set's look at its queues, an inspect's counts; nil where the reply
+	// carried none of it. Read it with Details. (Apart, so that the
+	// Result of every other reply is 96 bytes: a round holds one per
+	// node, and every delivery copies one several times.)
+	Detail *Detail
+	Err    error // StatusFailed only
 }
 
 func (r Result) OK() bool { return !r.Guarded && (r.Status == StatusOK || r.Status == StatusRefreshed) }
@@ -186,21 +172,8 @@ func acquireReply(reply any, err error) Result {
 		}
 	case []any:
 		if len(r) == 3 {
-			code, isCode := r[0].(int64)
-			switch third := r[2].(type) {
-			case string: // the queue's refusal: {−(head's lease left + 1), '', head}
-				if isCode && code < 0 && third != "" {
-					return Result{Status: StatusQueued, Head: third, PTTL: time.Duration(-code-1) * time.Millisecond}
-				}
-			case int64: // a multi-key refusal: {−(PTTL + 1), holder, KEYS index from 1}
-				holder, isHolder := r[1].(string)
-				if isCode && isHolder && code <= 0 && third >= 1 && third <= math.MaxInt32 {
-					res := Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: holder, Key: int32(third) - 1}
-					if code == 0 {
-						res.PTTL = -1
-					}
-					return res
-				}
+			if res, ok := acquireReply3(r); ok {
+				return res
 			}
 			break
 		}
@@ -230,6 +203,32 @@ func acquireReply(reply any, err error) Result {
 		}
 	}
 	return Result{Err: fmt.Errorf("unexpected acquire reply %v", reply)}
+}
+
+// acquireReply3 decodes an acquire's refusal of three elements: the
+// queue's, {−(head's lease left + 1), ”, head}, or a multi-key one,
+// {−(PTTL + 1), holder, KEYS index from 1}.
+func acquireReply3(r []any) (Result, bool) {
+	code, isCode := r[0].(int64)
+	switch third := r[2].(type) {
+	case string: // the queue's
+		if isCode && code < 0 && third != "" {
+			return Result{Status: StatusQueued, Head: third, PTTL: time.Duration(-code-1) * time.Millisecond}, true
+		}
+	case int64: // a multi-key refusal
+		holder, isHolder := r[1].(string)
+		if isCode && isHolder && code <= 0 && third >= 1 && third <= math.MaxInt32 {
+			res := Result{Status: StatusHeld, PTTL: time.Duration(-code-1) * time.Millisecond, Value: holder}
+			if third > 1 {
+				res.Detail = &Detail{Key: int32(third) - 1}
+			}
+			if code == 0 {
+				res.PTTL = -1
+			}
+			return res, true
+		}
+	}
+	return Result{}, false
 }
 
 // queueReply decodes a queue op's {head or "", head's lease left ms, key's
@@ -282,7 +281,10 @@ func queueReply(reply []any, err error) Result {
 			}
 		}
 		if ok1 && ok2 && ok3 {
-			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, Waits: held, Holders: holders, OwnAhead: own, Granted: granted, First: first}
+			r := Result{Status: StatusHeld, Head: head, PTTL: time.Duration(pttl) * time.Millisecond, Value: holder, OwnAhead: own}
+			if held != 0 || holders != "" || granted != 0 || first != 0 { // a set's look
+				r.Detail = &Detail{Waits: held, Holders: holders, Granted: granted, First: first}
+			}
 			switch {
 			case pttl == -2:
 				r.Status, r.PTTL, r.Value = StatusAbsent, time.Duration(left)*time.Millisecond, ""
@@ -293,21 +295,6 @@ func queueReply(reply []any, err error) Result {
 		}
 	}
 	return Result{Err: fmt.Errorf("unexpected queue reply %v", reply)}
-}
-
-// KeyHolder returns the token that holds the op's Keys[i] in r.Holders,
-// "" where none does or the reply named none.
-func (r Result) KeyHolder(i int) string {
-	s := r.Holders
-	for ; i > 0; i-- {
-		j := strings.IndexByte(s, 0)
-		if j < 0 {
-			return ""
-		}
-		s = s[j+1:]
-	}
-	tok, _, _ := strings.Cut(s, "\x00")
-	return tok
 }
 
 // ownerReply decodes the 1 / 0 / −1 replies of extend and release.
@@ -344,19 +331,20 @@ func inspectReply(reply []any, err error) Result {
 	}
 	res := Result{Status: StatusAbsent, Fence: fence}
 	if len(reply) >= 4 {
+		res.Detail = &Detail{}
 		n, _ := reply[3].(int64)
-		res.Waiting = count32(n)
+		res.Detail.Waiting = count32(n)
 	}
 	if len(reply) >= 5 {
 		res.Head, _ = reply[4].(string)
 	}
 	if len(reply) >= 6 {
 		n, _ := reply[5].(int64)
-		res.Readers = count32(n)
+		res.Detail.Readers = count32(n)
 	}
 	if len(reply) == 7 {
 		n, _ := reply[6].(int64)
-		res.WaitingReaders = count32(n)
+		res.Detail.WaitingReaders = count32(n)
 	}
 	if value, held := reply[0].(string); held {
 		res.Status, res.Value, res.PTTL = StatusHeld, Unmark(value), time.Duration(pttl)*time.Millisecond

@@ -18,7 +18,7 @@ func FuzzReplies(f *testing.F) {
 		}
 		// A set's refusal names the key: {−(PTTL + 1), holder, i ≥ 1}.
 		set := acquireReply([]any{r, value, pttl}, nil)
-		if want := r <= 0 && pttl >= 1; (set.Err == nil) != want || want && (set.Status != StatusHeld || set.Value != value || int64(set.Key) != pttl-1) {
+		if want := r <= 0 && pttl >= 1; (set.Err == nil) != want || want && (set.Status != StatusHeld || set.Value != value || int64(set.Details().Key) != pttl-1) {
 			t.Fatalf("set refusal {%d, %q, %d}: got %+v", r, value, pttl, set)
 		}
 		for _, odd := range []any{nil, "x", []any{r}, []any{value, r}, []any{r, value, r, r}, []any{value, value, pttl}} {
@@ -71,11 +71,11 @@ func TestKeyHolder(t *testing.T) {
 			t.Errorf("KeyHolder(%d) = %q, want %q", i, got, want)
 		}
 	}
-	if r.Waits != 0b110 || r.Value != "t7" {
+	if r.Details().Waits != 0b110 || r.Value != "t7" {
 		t.Errorf("got %+v", r)
 	}
 	seven := queueReply([]any{"s.1", int64(5000), int64(-1), "t7", "011", "\x00t7\x00t8\x00", "gf-"}, nil)
-	if seven.Err != nil || seven.Granted != 0b001 || seven.First != 0b010 || seven.KeyHolder(2) != "t8" {
+	if seven.Err != nil || seven.Details().Granted != 0b001 || seven.Details().First != 0b010 || seven.KeyHolder(2) != "t8" {
 		t.Errorf("a reply with the set's grants and firsts: %+v", seven)
 	}
 	five := queueReply([]any{"s.1", int64(5000), int64(-1), "t7", "011"}, nil)
