@@ -45,9 +45,8 @@ type Op struct {
 	KeepPlace bool
 
 	wire    []any     // EVALSHA sha numkeys keys… args…, built by encode, in argv when it fits
-	argv    [14]any   //
-	pair    []any     // OpAcquireFencedPlain: the ZADD sent after wire's SET, in pairv
-	pairv   [7]any    //
+	argv    [14]any   // (the Op's own: an Op is one allocation, 472 bytes)
+	pair    []any     // OpAcquireFencedPlain: the ZADD sent after wire's SET, in argv after it
 	regrant bool      // follows a plain fenced grant on its node (Regrant)
 	keybuf  [2]string // the KEYS of a one-key op
 	residue int       // OpAcquireFenced: the index in wire of the node's residue (ARGV[4])
@@ -173,13 +172,17 @@ func (o *Op) release(keys []string, ms int64) {
 	}
 }
 
+// plainArgs is how many arguments a plain acquire's SET has, and its
+// ZADD: the two share the op's argv, each in a part of its own.
+const plainArgs = 6
+
 // plain makes the commands of a plain acquire (no script: see
 // OpAcquirePlain and OpAcquireFencedPlain).
 func (o *Op) plain(ms int64) {
 	_, value := o.boxed()
-	o.wire = append(o.argv[:0], "set", o.Key, value, "nx", "px", ms)
+	o.wire = append(o.argv[:0:plainArgs], "set", o.Key, value, "nx", "px", ms)
 	if o.Kind == OpAcquireFencedPlain {
-		o.pair = append(o.pairv[:0], "zadd", FenceKey(o.Key), "gt", "ch", o.Fence, "c")
+		o.pair = append(o.argv[plainArgs:plainArgs:2*plainArgs], "zadd", FenceKey(o.Key), "gt", "ch", o.Fence, "c")
 	}
 }
 
