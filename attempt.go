@@ -169,8 +169,8 @@ func (c *Client) grant(ctx context.Context, a *acquisition, v time.Duration) (*L
 	l := &Lock{
 		c: c, target: a.target, token: a.token, cfg: *a.lc, fence: a.fence,
 		acquired: a.start, ttl: ttl, until: a.start.Add(ttl - drift(ttl, c.cfg.drift)),
-		nodes: make([]nodeRecord, len(c.nodes)),
 	}
+	l.initNodes(len(c.nodes))
 	l.noteEnd()
 	var refused []node // that keep our place in the queue
 	for i, res := range a.r.results {

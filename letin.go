@@ -356,7 +356,8 @@ func (c *Client) letInLock(t target, lc *lockConfig, w *waiter) (*Lock, admits) 
 		t = t.slots[k] // a semaphore's permit: the slot granted
 	}
 	_, fence := a.agreeing() // a fenced waiter's token (0: none)
-	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, fence: fence, acquired: from, ttl: lc.ttl, until: until, nodes: make([]nodeRecord, len(c.nodes))}
+	l := &Lock{c: c, target: t, token: w.ID, cfg: *lc, fence: fence, acquired: from, ttl: lc.ttl, until: until}
+	l.initNodes(len(c.nodes))
 	for i := range l.nodes {
 		l.nodes[i].granted = a.admitted&(1<<i) != 0
 	}

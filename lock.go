@@ -29,11 +29,14 @@ type Lock struct {
 	ttl      time.Duration
 	until    time.Time
 	released bool
+	doneShut bool // done is closed (or, made later, will be made closed)
+	// nodeBuf holds nodes when there are up to 5, in the Lock's own
+	// allocation (it fits in the Lock's padding: 480 bytes either way).
+	nodeBuf  [5]nodeRecord
 	cooldown time.Duration // of the last Unlock
 	nodes    []nodeRecord
 	endErr   error         // why the lock ended: expired, taken over or released
 	done     chan struct{} // made by Done or auto-extension; closed when the lock ends
-	doneShut bool          // done is closed (or, made later, will be made closed)
 	timer    *time.Timer   // without auto-extension: ends the lock when validity runs out
 	runOut   error         // auto-extension: why the lock ends if its validity runs out now
 }
@@ -49,6 +52,16 @@ type nodeRecord struct {
 	granted bool // the node granted the lock, in time or late: our key was there
 	late    bool // its grant arrived after Lock returned
 	release uint8
+}
+
+// initNodes makes the lock's record of each of its Client's n nodes, in
+// nodeBuf where they fit.
+func (l *Lock) initNodes(n int) {
+	if n <= len(l.nodeBuf) {
+		l.nodes = l.nodeBuf[:n]
+		return
+	}
+	l.nodes = make([]nodeRecord, n)
 }
 
 // nodeRecord.release
