@@ -5,6 +5,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/redlock-go/redlock/internal/nodeio"
 	"github.com/redlock-go/redlock/internal/wire"
@@ -145,4 +146,16 @@ func TestPostDoesNotWait(t *testing.T) {
 		held[2].answer(wire.StatusOK)
 		<-idle
 	})
+}
+
+// TestRoundSize: a round over up to 5 nodes, their Results inside it,
+// stays within the 704-byte size class (on 64-bit platforms); a round is
+// allocated per Lock and per Unlock.
+func TestRoundSize(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the sizes are a 64-bit platform's")
+	}
+	if got := unsafe.Sizeof(round{}); got > 704 {
+		t.Errorf("round is %d bytes, more than the 704-byte size class", got)
+	}
 }

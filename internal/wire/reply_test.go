@@ -1,6 +1,9 @@
 package wire
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // FuzzReplies: any reply a node might send decodes to a status or an error,
 // never a panic, and only the documented replies mean success.
@@ -102,5 +105,22 @@ func TestUnmark(t *testing.T) {
 		if queued := tc.in != tc.want; IsQueued(tc.in) != queued {
 			t.Errorf("IsQueued(%q) = %v, want %v", tc.in, !queued, queued)
 		}
+	}
+}
+
+// TestSizes holds Result and Op to the sizes the hot path was measured
+// with (on 64-bit platforms): a round keeps one Result per node in its own
+// allocation and every delivery copies one, so the fields few replies
+// carry stay in Detail; an Op is one allocation a round, its arguments
+// inside it.
+func TestSizes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the sizes are a 64-bit platform's")
+	}
+	if got := unsafe.Sizeof(Result{}); got > 96 {
+		t.Errorf("Result is %d bytes, more than 96: move what few replies carry to Detail", got)
+	}
+	if got := unsafe.Sizeof(Op{}); got > 480 {
+		t.Errorf("Op is %d bytes, more than the 480-byte size class", got)
 	}
 }
