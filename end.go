@@ -113,11 +113,15 @@ func (l *Lock) look() {
 }
 
 // endPoint is when the lock ends unless extended: when its validity runs
-// out, or for an auto-extended lock TTL/10 before, so that the work has
-// that long to stop before another client can take the lock. Callers hold
-// l.mu.
+// out, or for an auto-extended lock TTL/10 before (a lock a release
+// granted, until its first extension: a tenth of the validity it was
+// granted with, see takeLetIn), so that the work has that long to stop
+// before another client can take the lock. Callers hold l.mu.
 func (l *Lock) endPoint() time.Time {
 	if l.ext != nil {
+		if l.margin > 0 {
+			return l.until.Add(-l.margin)
+		}
 		return l.until.Add(-l.cfg.ttl / endMarginDivisor)
 	}
 	return l.until

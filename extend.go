@@ -50,7 +50,7 @@ func (l *Lock) extend(ctx context.Context, ttl time.Duration) error {
 	r.finish(&c.bg, nil)
 	if v := validity(ttl, c.cfg.drift, start, end); r.tally.won() && v > 0 {
 		l.mu.Lock()
-		l.ttl, l.until = ttl, start.Add(ttl-drift(ttl, c.cfg.drift))
+		l.ttl, l.until, l.margin = ttl, start.Add(ttl-drift(ttl, c.cfg.drift)), 0
 		l.noteEnd()
 		if l.timer != nil {
 			l.timer.Reset(time.Until(l.until))

@@ -296,9 +296,14 @@ func (h *handoff) mayCount(w *waiter, a *admits) bool {
 // takeLetIn returns the lock w holds by its admissions, if it does (nil
 // otherwise: it attempts as before): a reader's, a writer's, or a
 // semaphore's waiter's permit (the slot granted); and extends it to its
-// TTL: in the background, or, for an auto-extended lock (which ends
-// TTL/10 before its validity: at once, with a validity under a lease),
-// before it returns it.
+// TTL in the background. An auto-extended lock (Do, an election's) ends
+// TTL/10 before its validity, which a let-in's, under a lease, may not
+// leave: until its first extension, which its extender makes at once, it
+// ends a tenth of its validity before instead; one whose validity leaves
+// that extension less than letInExtendWithin (or its node timeout, if
+// less) is extended before it is returned. (Until 2026-12-03 every
+// auto-extended let-in was: a hand-off by grant to Do or to a candidate
+// was two rounds.)
 func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *waiter, n int) *Lock {
 	if w == nil || w.sends == nil {
 		return nil
@@ -311,7 +316,9 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: l.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity(), Nodes: c.letInNodes(a)})
 	}
 	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
-		if err := l.extend(ctx, ttl); err != nil {
+		if v := l.Validity(); v-v/endMarginDivisor > min(c.nodeTimeout(ttl), letInExtendWithin) {
+			l.margin, l.extendNow = v/endMarginDivisor, true
+		} else if err := l.extend(ctx, ttl); err != nil {
 			_ = l.Unlock(context.WithoutCancel(ctx)) // its admissions go: it attempts
 			return nil
 		}
@@ -331,6 +338,12 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 	// still on their way.
 	return l
 }
+
+// letInExtendWithin is the least time an auto-extended let-in's first
+// extension must have before the lock's end point for the extension to be
+// made after Lock returns (see takeLetIn): a majority that answers slower
+// would have made the hand-off that slow anyway.
+const letInExtendWithin = 100 * time.Millisecond
 
 // letInLock returns the lock w's admissions make, if they count on a
 // majority with validity left, with those admissions, and notes that w

@@ -56,6 +56,9 @@ func (l *Lock) extendLoop(x *extender) {
 		s.every = s.ttl / extendDivisor
 	}
 	s.next = l.acquired.Add(s.every)
+	if l.extendNow {
+		s.next = time.Now()
+	}
 	for {
 		deadline, ended := l.endState()
 		if ended {

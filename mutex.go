@@ -56,7 +56,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // Do acquires the lock on key (waiting as [Client.Lock] does), runs fn, and
 // releases the lock, even if fn panics. While fn runs the lock is extended
 // every TTL/3; if extension cannot keep a majority, fn's context is
-// cancelled when TTL/10 of validity is left, with [context.Cause] an error
+// cancelled when TTL/10 of validity is left (a lock the holder's release
+// granted, until its first extension, which comes at once: a tenth of the
+// validity it was granted with), with [context.Cause] an error
 // matching [ErrExpired] or [ErrTakenOver]. Extension stops at the hold cap,
 // 1 hour by default ([WithMaxHold] sets it): a longer fn has its context
 // cancelled, with an expiry that names the cap, TTL/10 before the last

@@ -82,7 +82,9 @@ func WithToken(token string) Option {
 // WithAutoExtend keeps the lock alive while it is held: one goroutine per
 // lock extends it on every node every interval (0 means TTL/3), until
 // Unlock stops it or WithMaxHold is reached. If extension cannot keep a
-// majority, the lock ends with TTL/10 of validity left: [Lock.Done] is
+// majority, the lock ends with TTL/10 of validity left (a lock the
+// holder's release granted, until its first extension, which comes at
+// once: a tenth of the validity it was granted with): [Lock.Done] is
 // closed and [Lock.Err] says why. Failed extensions are reported to
 // observers. [Client.Do] always auto-extends. The default is no
 // auto-extension. It applies to New, Lock, TryLock and Do, and to
