@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -130,4 +131,99 @@ func TestLeaderOfGrantAnnouncements(t *testing.T) {
 	}
 	_, _, byGrant := decodeLeader("127.1~ v")
 	require.True(t, byGrant)
+}
+
+// resignHandOff has a leader resign while another Client's candidate
+// waits, with ahead (if set) run on the nodes between the two; it returns
+// the two leaderships and how many acquire attempts the nodes were sent
+// after the resignation. With hold, proclamations sent after the
+// resignation wait until the test ends, so that reads see what the grants
+// announced.
+func resignHandOff(t *testing.T, fakes []*fakeNode, hold bool, ahead func(e *Election)) (first, next *Leadership, attempts int32) {
+	var resigned atomic.Bool
+	var n atomic.Int32
+	held := make(chan struct{})
+	for _, f := range fakes {
+		f.hold = func(o *wire.Op) {
+			switch {
+			case !resigned.Load():
+			case o.Kind == wire.OpAcquireFenced:
+				n.Add(1)
+			case hold && o.Kind == wire.OpProclaim:
+				<-held
+			}
+		}
+	}
+	ea, eb := testElection(t, newTestClient(t, fakes)), testElection(t, newTestClient(t, fakes))
+	t.Cleanup(func() { close(held) }) // before the Clients' Close, which waits for their proclamations
+	first, err := ea.Campaign(t.Context(), "a")
+	require.NoError(t, err)
+	got := make(chan *Leadership)
+	go func() {
+		ld, err := eb.Campaign(t.Context(), "b")
+		assert.NoError(t, err)
+		got <- ld
+	}()
+	time.Sleep(time.Second) // virtual: the candidate queued and looked
+	synctest.Wait()
+	if ahead != nil {
+		ahead(ea)
+	}
+	resigned.Store(true)
+	require.NoError(t, first.Resign(t.Context()))
+	next = <-got
+	require.NotNil(t, next)
+	return first, next, n.Load()
+}
+
+// TestCandidateGrantedByResign: a resignation grants the key to the first
+// waiting candidate, with the releaser's proposal for its term and its
+// value, as the election's acquire announces (wire's releaseSrc): the
+// candidate leads without an attempt of its own, in a larger term, and
+// another Client's Leader reads it from the grants' announcement alone
+// (the confirming proclamation is held back).
+func TestCandidateGrantedByResign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		first, next, attempts := resignHandOff(t, fakes, true, nil)
+		require.Zero(t, attempts, "the next candidate attempted: the resignation did not grant it")
+		require.Greater(t, next.Term(), first.Term())
+		require.True(t, byProposal(int64(next.Term())), "the term %d is not the releaser's proposal", next.Term())
+		got, err := testElection(t, newTestClient(t, fakes)).Leader(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, Leader{Value: "b", Term: next.Term(), seq: 1}, got)
+	})
+}
+
+// TestCandidateWokenWhereCountersAhead: where a majority's fence counters
+// are above the releaser's proposal, the resignation grants nothing (a
+// candidate is granted only with a term) and wakes the candidate, whose
+// attempt takes the key in a term above the counters.
+func TestCandidateWokenWhereCountersAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		first, next, attempts := resignHandOff(t, fakes, false, func(e *Election) { countersAhead(e, fakes[:3]...) })
+		require.GreaterOrEqual(t, attempts, int32(3), "the candidate led without attempting")
+		require.Greater(t, next.Term(), uint64(1<<52))
+		require.Greater(t, next.Term(), first.Term())
+	})
+}
+
+// TestCandidateGrantTermMutantCaught: a release that announces the
+// candidate with another term than the token it grants (the term + 64,
+// on every node alike) is caught by what TestCandidateGrantedByResign
+// requires: Leader reads a term that no leadership holds.
+func TestCandidateGrantTermMutantCaught(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		m := scriptMutant("a release announces the candidate with another term than its token",
+			(&wire.Op{Kind: wire.OpRelease}).Source(), "meta = fence .. '.1~'", "meta = (tonumber(fence) + 64) .. '.1~'")
+		for _, f := range fakes {
+			m.node(f)
+		}
+		_, next, _ := resignHandOff(t, fakes, true, nil)
+		got, err := testElection(t, newTestClient(t, fakes)).Leader(t.Context())
+		require.NoError(t, err)
+		require.NotEqual(t, next.Term(), got.Term, "not caught: Leader reads the leadership's term")
+	})
 }

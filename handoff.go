@@ -231,6 +231,8 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 		id = h.id + ".ri" + strconv.Itoa(h.seq)
 	case granted && t.multiKey(): // a set: a release grants its other keys too, where they are free for it (wire's grantRest)
 		id = h.id + ".wis" + strconv.Itoa(h.seq)
+	case granted && t.mode == wire.ModeElection: // a candidate: granted with its value, announced (wire's releaseSrc)
+		id = h.id + ".wie" + strconv.Itoa(h.seq)
 	case granted && lc.fencing: // a fenced waiter: holds by grants that name its fencing token (wire's releaseSrc)
 		id = h.id + ".wif" + strconv.Itoa(h.seq)
 	case granted: // and the writers a release may grant the key (letin.go)

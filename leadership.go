@@ -187,7 +187,10 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 // Lead campaigns with value, runs fn while leading, and resigns when fn
 // returns. fn's context is cancelled when the leadership is lost, with
 // [context.Cause] an error matching ErrExpired or ErrTakenOver, TTL/10
-// before it could have run out, or when the Client is closed (cause
+// before it could have run out (a leadership granted by its
+// predecessor's resignation, until its first extension, which comes at
+// once: a tenth of the validity it was granted with), or when the Client
+// is closed (cause
 // [ErrClosed]); fn must then stop. Its Err and Done look at the clock (as
 // [Lock.Err] does), so a leader resumed after a pause past that point
 // finds its context cancelled at its first look. Lead returns fn's error

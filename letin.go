@@ -67,7 +67,13 @@ import (
 // token of its own (it would hold by its place's ID) or metadata (the
 // node has none to set); with fencing, a one-key mutex's or a writer's
 // only, whose holder's release hands out its fencing token (fencedGrant).
+// An election's candidate too: its looks keep its value (its metadata)
+// on the nodes, and the release that grants it writes the value and
+// announces it (wire's releaseSrc).
 func grantable(t target, lc *lockConfig) bool {
+	if t.mode == wire.ModeElection {
+		return lc.token == "" && lc.fencing
+	}
 	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
 	return kind && lc.token == "" && lc.meta == "" && (!lc.fencing || fencedGrant(t))
 }
@@ -81,7 +87,7 @@ func grantable(t target, lc *lockConfig) bool {
 // majority name it (docs/fencing.md); a grant that names none keeps the
 // key for the waiter's attempt.
 func fencedGrant(t target) bool {
-	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil && t.slots == nil
+	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite || t.mode == wire.ModeElection) && t.rkeys == nil && t.slots == nil
 }
 
 // isGrantee reports whether id is the place of a writer a release may

@@ -229,8 +229,8 @@ var mutants = []mutant{
 	// A grant that outlives the place it was made to (issue 27): a waiter
 	// that died or was cut off keeps the key 10 s past its place's lapse.
 	everywhere("a release's grant outlives the granted place's lapse (issue 27)",
-		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', string.format('%d', left))",
-		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', string.format('%d', left + 10000))"),
+		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(v) or v, 'PX', string.format('%d', left))",
+		"redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(v) or v, 'PX', string.format('%d', left + 10000))"),
 	// A fenced waiter granted the key by a release, with the releaser's
 	// proposal for its token (fencedGrant, issue 27): the grant that
 	// leaves the counter below the token the simulator did not catch in

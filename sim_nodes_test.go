@@ -65,13 +65,14 @@ func (s *simRun) ran(i int) func(*wire.Op) {
 // (wire.Reserved), or granted to a place by a release (its waiter, cut
 // off, could not release it: simulator seed 7890), or a waiting set's list
 // of its keys (KEY:set:PLACE, written by its looks for as long as the place
-// lives: seed 525, a place gone from the queue before its list), that
-// expires no later than such a place.
+// lives: seed 525, a place gone from the queue before its list), or a
+// waiting candidate's value (KEY:val:PLACE, the same way), that expires
+// no later than such a place.
 func (s *simRun) coolingDown(f *fakeNode, k string) bool {
 	var tokens []string
 	v, ok := f.value(k)
 	token, _, _ := strings.Cut(v, "\x00")
-	if ok && (wire.IsReserved(v) || isGrantee(token) || strings.Contains(k, "}:set:")) {
+	if ok && (wire.IsReserved(v) || isGrantee(token) || strings.Contains(k, "}:set:") || strings.Contains(k, "}:val:")) {
 		pttl, _ := f.mem.Do("PTTL", k).(int64)
 		if s.nodeMs(f)+pttl <= s.placesLapsed(f) {
 			return true

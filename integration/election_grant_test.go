@@ -143,3 +143,87 @@ func TestElectionWriteBackTerm(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestElectionGrantedByResign: a resignation grants the key to the first
+// waiting candidate, which leads without an attempt of its own. Its looks
+// keep its value on every node (KEY:val:ID); the release sets the key to
+// the candidate's place ID with the releaser's proposal as the term and
+// that value ("TERM.1~ b"), publishes the term on the leader channel, and
+// drops the kept value. Leader then reads the candidate, in a term above
+// its predecessor's.
+func TestElectionGrantedByResign(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	name := UniqueKey(t, nodes)
+	key := RedisKey("election:" + name)
+	ctx := t.Context()
+	first, err := newElection(t, newClient(t, Clients(t, nodes, nil)), name).Campaign(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := Admin(t, nodes[0]).Subscribe(ctx, key+":leader")
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	got := make(chan *redlock.Leadership, 1)
+	go func() {
+		ld, err := newElection(t, newClient(t, Clients(t, nodes, nil)), name).Campaign(ctx, "b")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ld
+	}()
+	var id string // the candidate's place, queued on every node with its value kept
+	waitUntil(t, 30*time.Second, "the candidate's place and value on every node", func() bool {
+		for _, n := range nodes {
+			ids, _ := Admin(t, n).ZRange(ctx, key+":queue", 0, 0).Result()
+			if len(ids) == 0 || !strings.Contains(ids[0], ".wie") {
+				return false
+			}
+			id = ids[0]
+			if v, _ := Admin(t, n).Get(ctx, key+":val:"+id).Result(); v != "0.0 b" {
+				return false
+			}
+		}
+		return true
+	})
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.FailNow()
+	}
+	if tok := next.Lock().Token(); tok != id {
+		t.Fatalf("the next leader holds with %q, not its place %q: it was not granted by the resignation", tok, id)
+	}
+	if next.Term() <= first.Term() || next.Term()%64 != 63 {
+		t.Fatalf("term %d after %d: not a proposal above it", next.Term(), first.Term())
+	}
+	term := strconv.FormatUint(next.Term(), 10)
+	msg, err := sub.ReceiveMessage(ctx)
+	if err != nil || msg.Payload != term {
+		t.Fatalf("leader channel: %+v, %v; want the term %s", msg, err, term)
+	}
+	granted := 0
+	for _, n := range nodes {
+		v, _ := Admin(t, n).Get(ctx, key).Result()
+		tok, meta, _ := strings.Cut(wire.Unmark(v), "\x00")
+		if tok == id && (meta == term+".1~ b" || meta == term+".1 b") {
+			granted++
+			if n, _ := Admin(t, n).Exists(ctx, key+":val:"+id).Result(); n != 0 {
+				t.Errorf("the granted candidate's value is still kept")
+			}
+		}
+	}
+	if granted < 3 {
+		t.Fatalf("%d nodes show the candidate with term %s", granted, term)
+	}
+	ld, err := newElection(t, newClient(t, Clients(t, nodes, nil)), name).Leader(ctx)
+	if err != nil || ld.Term != next.Term() || ld.Value != "b" {
+		t.Fatalf("Leader: %+v, %v; want b in term %s", ld, err, term)
+	}
+	if err := next.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -66,7 +66,11 @@ return 1
 // the key's fence counter, which it then becomes (the same two facts as
 // every fenced grant: docs/fencing.md); the notice names it. Otherwise the
 // grant has no token, and the waiter's attempt takes the key (and gets
-// one).
+// one). An election's candidate ('.wie') is granted only with a token and
+// its value (kept by its look: queueSrc's ARGV[6]): the key is set to its
+// ID with "TERM.1~ VALUE", TERM the token, which is published on
+// KEYS[1]..":leader", as the election's acquire announces
+// (acquireElectionSrc); without either it is woken to attempt.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
 // grants, which released no lock anyone held; the key is still Reserved
@@ -118,9 +122,17 @@ if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key'
 			reserve(left)
 			return 1
 		end
-		if grants(h) and ARGV[4] ~= '1' then
+		local granting = grants(h) and ARGV[4] ~= '1'
+		local meta = granting and elects(h) and redis.call('GET', KEYS[1] .. ':val:' .. h) -- a candidate's value ("0.0 VALUE")
+		if meta and string.sub(meta, 1, 4) ~= '0.0 ' then meta = false end
+		local fence = granting and (fenced(h) or meta) and fenceFor(ARGV[5]) or nil
+		if granting and (fence or not elects(h)) then -- (a candidate: only with its value and a term)
 			if isSet(h) then grantRest(ARGV[3], h, KEYS[1]) end -- (their notices first)
-			grant(ARGV[3], q, l, h, left, nil, fenced(h) and fenceFor(ARGV[5]) or nil)
+			if meta then -- announced by the grant, as the election's acquire does (acquireElectionSrc)
+				meta = fence .. '.1~' .. string.sub(meta, 4)
+				redis.call('PUBLISH', KEYS[1] .. ':leader', fence)
+			end
+			grant(ARGV[3], q, l, h, left, nil, fence, meta)
 			return {1, h}
 		end
 		reserve(left, nil, ARGV[1])

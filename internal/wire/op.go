@@ -146,9 +146,12 @@ func (o *Op) Encode() {
 		if o.Quiet {
 			ticket = 0
 		}
-		if o.Seq > 0 {
+		switch {
+		case o.Seq > 0 && o.Value != "": // an election's candidate: its value, for a release that grants it
+			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg(), o.Seq, o.Value)
+		case o.Seq > 0:
 			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg(), o.Seq)
-		} else {
+		default:
 			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg())
 		}
 	}

@@ -135,6 +135,7 @@ local function head(q, l, t)
 		redis.call('ZREM', q, h)
 		redis.call('ZREM', l, h)
 		redis.call('ZREM', string.sub(q, 1, -7) .. ':seq', h) -- (its look's number, if a release could name it)
+		if string.find(h, '.wie', 1, true) then redis.call('DEL', string.sub(q, 1, -7) .. ':val:' .. h) end -- (a candidate's value)
 	end
 end
 local function enqueue(q, l, t, id, ticket, lease)
@@ -177,21 +178,24 @@ local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
 local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
 local function fenced(id) return string.find(id, '.wif', 1, true) ~= nil end
 local function isSet(id) return string.find(id, '.wis', 1, true) ~= nil end
-local function forget(k, x) -- place x's look number and set's keys at k go
+local function elects(id) return string.find(id, '.wie', 1, true) ~= nil end
+local function forget(k, x) -- place x's look number, set's keys and candidate's value at k go
 	redis.call('ZREM', k .. ':seq', x)
 	if isSet(x) then redis.call('DEL', k .. ':set:' .. x) end
+	if elects(x) then redis.call('DEL', k .. ':val:' .. x) end
 end
 local function admitted(prefix, q, l, x, k, fence) -- place x leaves, and its Client is told it is in, naming its look (and the fence)
 	leave(q, l, x)
 	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set the lapse, or one before it
-	if n then forget(k, x) elseif isSet(x) then redis.call('DEL', k .. ':set:' .. x) end -- (its :seq key may have lapsed between looks)
+	if n or elects(x) then forget(k, x) elseif isSet(x) then redis.call('DEL', k .. ':set:' .. x) end -- (its :seq key may have lapsed between looks)
 	if fence then n = (n or '') .. 'f' .. fence end
 	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
-local function grant(prefix, q, l, x, left, k, fence) -- writer x takes the free key k, until its place's lapse
+local function grant(prefix, q, l, x, left, k, fence, meta) -- writer x takes the free key k, until its place's lapse (its value: x, and NUL and meta where given)
 	k = k or KEYS[1]
 	admitted(prefix, q, l, x, k, fence) -- (the script's writes are seen together)
-	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(x) or x, 'PX', string.format('%d', left))
+	local v = meta and x .. '\0' .. meta or x
+	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(v) or v, 'PX', string.format('%d', left))
 end
 local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, if each is free here with x first
 	local ks = redis.call('GET', k .. ':set:' .. x) -- its keys, each followed by a NUL (its looks keep them)
@@ -269,9 +273,10 @@ local placeMoved = false -- a place of the token's was queued: its leave may hav
 local placeSeen -- by key: its value, read where the place was queued and the key held (and so left as it was); nil: none
 if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 	for _, k in ipairs(KEYS) do -- (one, but a set's)
-		-- its look's number and a set's keys go, queued or not (a leave or a lapse took the place, and left them)
+		-- its look's number, a set's keys and a candidate's value go, queued or not (a leave or a lapse took the place, and left them)
 		redis.call('ZREM', k .. ':seq', ARGV[1])
 		if string.find(ARGV[1], '.wis', 1, true) then redis.call('DEL', k .. ':set:' .. ARGV[1]) end
+		if string.find(ARGV[1], '.wie', 1, true) then redis.call('DEL', k .. ':val:' .. ARGV[1]) end
 		local queued = redis.call('ZSCORE', k .. ':queue', ARGV[1])
 		local held = queued and redis.call('GET', k)
 		if held and string.byte(held) ~= 0 then -- the key held (by the releaser, mostly): the leave hands nothing on
@@ -312,7 +317,10 @@ end
 // writer a release may grant the key (see queueLua's grant): the look's
 // number, kept in KEYS[1]..":seq" beside the place; such a writer's look
 // that finds the key granted to it answers {LetIn, PTTL, −2}, and puts no
-// place back.
+// place back. ARGV[6], from an election's candidate (a place a release
+// may grant the key with its announcement: '.wie'): its value, "0.0 "
+// and the candidate's, kept in KEYS[1]..":val:"..ID until the place's
+// lapse, for the release that grants it (releaseSrc).
 var queueSrc = queueLua + readersLua + `
 local v = redis.call('GET', KEYS[1]) -- (nothing below sets the key before it is read)
 if ARGV[2] ~= '0' and grants(ARGV[1]) and v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0') then
@@ -329,6 +337,9 @@ else
 end
 if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], ARGV[1]) == 1 then
 	redis.call('PEXPIRE', KEYS[1] .. ':seq', string.format('%d', 2 * tonumber(ARGV[3])))
+end
+if ARGV[6] and ARGV[2] ~= '0' and elects(ARGV[1]) then -- a candidate's value, for a release that grants it (releaseSrc)
+	redis.call('SET', KEYS[1] .. ':val:' .. ARGV[1], ARGV[6], 'PX', ARGV[3]) -- (it lives no longer than the place)
 end
 local h, left = head(q, l, t)
 local reserved = v and string.byte(v) == 0
