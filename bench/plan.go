@@ -70,6 +70,9 @@ func (c config) contention(ctx context.Context, e *env, res *results) error {
 		{contender: redsyncContender(5, false)}, {contender: redsyncContender(5, true)},
 		{contender: redlockContender(3, "")}, {contender: redlockContender(5, "")},
 		{contender: redlockContender(5, "fencing", redlock.WithFencing())},
+		// Auto-extended, as Do's and an election's locks are: a let-in used
+		// to be extended before Lock returned it (two rounds a hand-off).
+		{contender: redlockContender(5, "auto-extended (as Do)", redlock.WithAutoExtend(0))},
 		{contender: redlockContender(5, ""), Shared: true},
 		{contender: redislockContender(), Workers: 16},
 		{contender: redsyncContender(5, true), Workers: 16},
