@@ -190,8 +190,7 @@ func (ld *Leadership) Proclaim(ctx context.Context, value string) error {
 // before it could have run out (a leadership granted by its
 // predecessor's resignation, until its first extension, which comes at
 // once: a tenth of the validity it was granted with), or when the Client
-// is closed (cause
-// [ErrClosed]); fn must then stop. Its Err and Done look at the clock (as
+// is closed (cause [ErrClosed]); fn must then stop. Its Err and Done look at the clock (as
 // [Lock.Err] does), so a leader resumed after a pause past that point
 // finds its context cancelled at its first look. Lead returns fn's error
 // joined with the leadership's: the campaign's error, why it was lost, or

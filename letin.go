@@ -323,7 +323,7 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 	}
 	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
 		if v := l.Validity(); v-v/endMarginDivisor > min(c.nodeTimeout(ttl), letInExtendWithin) {
-			l.margin, l.extendNow = v/endMarginDivisor, true
+			l.margin = v / endMarginDivisor
 		} else if err := l.extend(ctx, ttl); err != nil {
 			_ = l.Unlock(context.WithoutCancel(ctx)) // its admissions go: it attempts
 			return nil

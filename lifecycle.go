@@ -56,9 +56,11 @@ func (l *Lock) extendLoop(x *extender) {
 		s.every = s.ttl / extendDivisor
 	}
 	s.next = l.acquired.Add(s.every)
-	if l.extendNow {
+	l.mu.Lock()
+	if l.margin > 0 { // a let-in: extended at once (takeLetIn)
 		s.next = time.Now()
 	}
+	l.mu.Unlock()
 	for {
 		deadline, ended := l.endState()
 		if ended {

@@ -30,11 +30,10 @@ type Lock struct {
 	until    time.Time
 	released bool
 	doneShut bool // done is closed (or, made later, will be made closed)
-	// extendNow: auto-extension extends at once (a let-in, see takeLetIn),
-	// set before it starts; margin, while not 0, is its end margin in
-	// place of TTL/10 (see endPoint), until an extension.
-	extendNow bool
-	margin    time.Duration
+	// margin, while not 0, is the end margin of an auto-extended let-in in
+	// place of TTL/10 (see endPoint, takeLetIn), until an extension; its
+	// extender extends it at once.
+	margin time.Duration
 	// nodeBuf holds nodes when there are up to 5, in the Lock's own
 	// allocation (it fits in the Lock's padding: 480 bytes either way).
 	nodeBuf  [5]nodeRecord

@@ -206,7 +206,7 @@ func acquireReply(reply any, err error) Result {
 }
 
 // acquireReply3 decodes an acquire's refusal of three elements: the
-// queue's, {−(head's lease left + 1), ”, head}, or a multi-key one,
+// queue's, {−(head's lease left + 1), "", head}, or a multi-key one,
 // {−(PTTL + 1), holder, KEYS index from 1}.
 func acquireReply3(r []any) (Result, bool) {
 	code, isCode := r[0].(int64)
