@@ -85,15 +85,18 @@ func (a *admits) agreeingCount() int {
 	return bits.OnesCount64(m)
 }
 
-// parseAdmission reads a let-in notice's look number n, and, after an
-// 'f', the fencing token a fenced waiter's grant handed out (0: none).
-func parseAdmission(n string) (seq, fence int64, err error) {
+// parseAdmission reads a let-in notice's look number n, after an 'f' the
+// fencing token a fenced waiter's grant handed out (0: none), and a final
+// 'v' that says the grant set the waiter's value (its metadata) beside
+// its ID.
+func parseAdmission(n string) (seq, fence int64, valued bool, err error) {
+	n, valued = strings.CutSuffix(n, "v")
 	s, f, fenced := strings.Cut(n, "f")
 	if seq, err = strconv.ParseInt(s, 10, 64); err != nil || !fenced {
-		return seq, 0, err
+		return seq, 0, valued, err
 	}
 	fence, err = strconv.ParseInt(f, 10, 64)
-	return seq, fence, err
+	return seq, fence, valued, err
 }
 
 // admitsOf returns w's admissions to rkey, nil if it has no place there.

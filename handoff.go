@@ -233,6 +233,10 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 		id = h.id + ".wis" + strconv.Itoa(h.seq)
 	case granted && t.mode == wire.ModeElection: // a candidate: granted with its value, announced (wire's releaseSrc)
 		id = h.id + ".wie" + strconv.Itoa(h.seq)
+	case granted && lc.meta != "" && lc.fencing: // with metadata, which its looks keep for the grant (wire's queueSrc), and fenced
+		id = h.id + ".wifm" + strconv.Itoa(h.seq)
+	case granted && lc.meta != "": // with metadata, which its looks keep for the grant
+		id = h.id + ".wim" + strconv.Itoa(h.seq)
 	case granted && lc.fencing: // a fenced waiter: holds by grants that name its fencing token (wire's releaseSrc)
 		id = h.id + ".wif" + strconv.Itoa(h.seq)
 	case granted: // and the writers a release may grant the key (letin.go)

@@ -200,10 +200,10 @@ func TestWinnerLeavesRefusingNodesInBackground(t *testing.T) {
 		require.NoError(t, err)
 		got := make(chan error)
 		go func() {
-			// Metadata: a release does not grant it the key (see
-			// grantable), it attempts. (A granted one's place goes with
-			// its Unlock: TestGrantedPlaceGoesWithUnlock.)
-			_, err := waiter.Lock(t.Context(), "k", waitHour, WithMetadata("m"))
+			// A token of its own: a release does not grant it the key
+			// (see grantable), it attempts. (A granted one's place goes
+			// with its Unlock: TestGrantedPlaceGoesWithUnlock.)
+			_, err := waiter.Lock(t.Context(), "k", waitHour, WithToken("waiter-token"))
 			got <- err
 		}()
 		synctest.Wait() // refused once, and queued on every node

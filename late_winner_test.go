@@ -53,9 +53,9 @@ func lateWinnerBroken(t *testing.T) string {
 			defer close(failed)
 			wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
-			// Metadata: a release does not grant it the key (see
-			// grantable): the release wakes it to attempt.
-			_, err := first.Lock(wctx, "k", waitHour, WithMetadata("first"))
+			// A token of its own: a release does not grant it the key
+			// (see grantable): the release wakes it to attempt.
+			_, err := first.Lock(wctx, "k", waitHour, WithToken("first-token"))
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("first waiter: got %v, want its deadline", err)
 			}

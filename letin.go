@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"math/bits"
+	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -64,18 +65,20 @@ import (
 // key by a release (see wire's queueLua grant): a one-key mutex's, a
 // read-write lock's writer, a semaphore's (a slot) or a set's (each key
 // by its release: the set holds where every key is granted), without a
-// token of its own (it would hold by its place's ID) or metadata (the
-// node has none to set); with fencing, a one-key mutex's or a writer's
-// only, whose holder's release hands out its fencing token (fencedGrant).
-// An election's candidate too: its looks keep its value (its metadata)
-// on the nodes, and the release that grants it writes the value and
-// announces it (wire's releaseSrc).
+// token of its own (it would hold by its place's ID); with fencing or
+// metadata, a one-key mutex's or a writer's only (fencedGrant): its
+// holder's release hands out its fencing token, and its looks keep its
+// metadata on the nodes (wire's queueSrc), which the grant sets beside
+// its ID (since 2026-12-04; a node whose kept value lapsed wakes it to
+// attempt instead). An election's candidate too: its looks keep its
+// value (its metadata), and the release that grants it writes the value
+// and announces it (wire's releaseSrc).
 func grantable(t target, lc *lockConfig) bool {
 	if t.mode == wire.ModeElection {
 		return lc.token == "" && lc.fencing
 	}
 	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
-	return kind && lc.token == "" && lc.meta == "" && (!lc.fencing || fencedGrant(t))
+	return kind && lc.token == "" && (lc.meta == "" || fencedGrant(t)) && (!lc.fencing || fencedGrant(t))
 }
 
 // fencedGrant reports whether a fenced waiter for t may be granted the key
@@ -93,6 +96,15 @@ func fencedGrant(t target) bool {
 // isGrantee reports whether id is the place of a writer a release may
 // grant the key (see grantable).
 func isGrantee(id string) bool { return wire.IsPlaceID(id) }
+
+// keepsMetadata reports whether id is the place of a waiter with metadata
+// that a release may grant the key (".wim", ".wifm": see grantable),
+// which counts a grant only where it set the metadata beside the ID (the
+// notice says so with a 'v'; an older Client's release grants the key
+// without it).
+func keepsMetadata(id string) bool {
+	return strings.Contains(id, ".wim") || strings.Contains(id, ".wifm")
+}
 
 // keptLooks bounds the looks whose sends a waiter keeps: looks are a
 // third of a lease apart, or closer when woken, and a let-in names the
@@ -181,7 +193,7 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	if w.took {
 		return
 	}
-	seq, fence, err := parseAdmission(n)
+	seq, fence, valued, err := parseAdmission(n)
 	sent, known := w.sends[seq]
 	if mutated(mutLetInLastLook) {
 		sent, known = w.sends[w.seq], err == nil
@@ -189,6 +201,9 @@ func (h *handoff) letInNotice(i int, rkey, id, n string) {
 	counts := err == nil && known && h.countsFrom(i) && (!w.attempted || mutated(mutGrantAfterAttempt)) && (w.backing&(1<<i) == 0 || mutated(mutBackingIgnored))
 	if a.fences != nil && fence <= 0 {
 		counts = false // a fenced waiter's grant without a token (the counter was ahead, an unfenced release): it attempts
+	}
+	if !valued && keepsMetadata(w.ID) && !mutated(mutGrantWithoutMetadata) {
+		counts = false // a grant without its metadata (an older Client's release): it attempts
 	}
 	if counts {
 		a.from[i] = sent

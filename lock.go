@@ -87,10 +87,9 @@ func (l *Lock) Keys() []string { return l.given() }
 // token given with [WithToken]); for a lock that a release granted to the
 // waiting Lock, RLock or Semaphore.Acquire call (Event.LetIn), the call's
 // place in the key's wait queue (the Client's random ID, ".wi", ".wif"
-// with fencing, ".wis" for a multi-key lock, or ".ri", a number), which
-// the nodes' queues showed
-// while it waited. Pass it to WithToken to
-// re-enter. Keep it secret: anyone with the token can release the lock.
+// with fencing, ".wim" or ".wifm" with metadata, ".wis" for a multi-key
+// lock, or ".ri", a number), which the nodes' queues showed while it
+// waited. Pass it to WithToken to re-enter. Keep it secret: anyone with the token can release the lock.
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the lock's fencing token (see [WithFencing]), or 0 when the

@@ -123,8 +123,8 @@ func (c *Client) endLook(w *waiter, rs ...*round) {
 // expired lock, with a node frozen: TestExpiryTakeoverPastHungNode).
 func (c *Client) lookRequest(w *waiter, t target, lc *lockConfig, check bool) request {
 	req := request{op: c.queueOp(t, &w.Place, false), need: c.quorum(), timeout: c.nodeTimeout(lc.ttl), stop: lookEnded, judge: w.judge, cut: w.cut}
-	if t.mode == wire.ModeElection && w.sends != nil {
-		req.op.Value = lc.meta // a candidate's value, for the release that grants it (wire's queueSrc)
+	if w.sends != nil && lc.meta != "" && isGrantee(w.ID) {
+		req.op.Value = lc.meta // its metadata (a candidate's value), for the release that grants it (wire's queueSrc)
 	}
 	if check {
 		req.stop = nil // a look that checks w's grants (checkGrants) counts every node

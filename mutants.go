@@ -71,6 +71,9 @@ const (
 	// mutBackingIgnored: a reader's let-ins count from a node whose
 	// release of the let-ins it gave back has not answered yet.
 	mutBackingIgnored
+	// mutGrantWithoutMetadata: a waiter with metadata counts a grant that
+	// did not set it (an older Client's release).
+	mutGrantWithoutMetadata
 )
 
 // activeMutants are the mutants a test switched on (a build with

@@ -5,13 +5,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // The backing check: a Lock is the nodes' state, not the Client's belief.
 // While a holder's Lock is valid, each of its keys is held for its token
 // on a majority of nodes, as each node itself sees it (a mutex's key, a
 // writer's, a set's, a semaphore's slot or an election's key set to the
-// token; a reader's token among the key's live readers). A node that
+// token, with the Lock's metadata where it has some, but an election's,
+// whose metadata the nodes announce; a reader's token among the key's
+// live readers). A node that
 // restarted empty since the winning attempt started counts as backing
 // it: the restart guard keeps its grants out (the overlap check sees
 // where it does not).
@@ -34,10 +38,14 @@ func (s *simRun) checkBacked(who string, l *Lock) {
 	if keys == nil {
 		keys = []string{l.rkey}
 	}
+	meta := l.cfg.meta
+	if l.mode == wire.ModeElection {
+		meta = "" // (its leader's term and value: Election's checks)
+	}
 	for _, k := range keys {
 		backed, seen := 0, make([]string, len(s.nodes))
 		for i, f := range s.nodes {
-			ok, what := holds(f, k, l.Token(), l.reader())
+			ok, what := holds(f, k, l.Token(), meta, l.reader())
 			if !ok && s.emptiedSince(i, l.acquired) {
 				ok, what = true, "restarted empty"
 			}
@@ -56,8 +64,9 @@ func (s *simRun) checkBacked(who string, l *Lock) {
 }
 
 // holds reports whether node f holds key k for token (a reader's: among
-// k's readers, until a time later than the node's now), and what it has.
-func holds(f *fakeNode, k, token string, reader bool) (bool, string) {
+// k's readers, until a time later than the node's now), with meta if not
+// "", and what it has.
+func holds(f *fakeNode, k, token, meta string, reader bool) (bool, string) {
 	if reader {
 		score, ok := f.mem.Do("ZSCORE", k+":readers", token).(string)
 		if !ok {
@@ -70,6 +79,9 @@ func holds(f *fakeNode, k, token string, reader bool) (bool, string) {
 	v, ok := f.mem.Do("GET", k).(string)
 	if !ok {
 		return false, "no key"
+	}
+	if meta != "" {
+		return v == token+"\x00"+meta || v == token+wire.Queued+meta, fmt.Sprintf("%q", v)
 	}
 	return v == token || strings.HasPrefix(v, token+"\x00"), fmt.Sprintf("%q", v)
 }

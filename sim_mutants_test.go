@@ -237,6 +237,12 @@ var mutants = []mutant{
 	// 300 seeds (most fenced grants there have no token: two holders in
 	// three are unfenced, and clocks ahead keep counters above the
 	// others' proposals); TestFencedHandOffRaisesCounters builds it.
+	// A waiter with metadata granted the key by a release, its metadata
+	// beside its place's ID (2026-12-04): a grant that says it set the
+	// metadata and did not, which the backing check sees. (A grant that
+	// does not say so the waiter does not count: olderReleaseBroken.)
+	everywhere("a release grants a waiter the key without its metadata, saying it did (issue 27)",
+		"local v = meta and x .. '\\0' .. meta or x", "local v = x"),
 	// A set granted its keys by their releases (letin.go).
 	{name: "a set holds where one of its keys is granted on a majority (issue 28)", code: mutSetGrantAny},
 	// A release that grants a set its other keys (wire's grantRest,

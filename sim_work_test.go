@@ -29,6 +29,10 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			opts = append(opts, WithFencing())
 		}
 		hold := time.Duration(rng.Int64N(int64(s.ttl)))
+		keyOpts := opts // a one-key lock's: with metadata half the time (by a draw made anyway: no seed's draws move)
+		if hold%2 == 1 {
+			keyOpts = append(slices.Clip(opts), WithMetadata(who))
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.Int64N(int64(3*s.ttl))))
 		unregister := s.quitsOf(c).add(cancel)
 		ticket := new(time.Time) // the Lock call's place, once it has one (the observer's)
@@ -43,16 +47,16 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 		}
 		switch choice {
 		case 0, 1:
-			s.doWork(c, who, key, hold, opts)
+			s.doWork(c, who, key, hold, keyOpts)
 		case 2:
-			l, err := c.TryLock(ctx, key, opts...)
+			l, err := c.TryLock(ctx, key, keyOpts...)
 			got(who, l, err, false)
 		case 3, 4:
 			from := time.Now()
-			l, err := c.Lock(ctx, key, opts...)
+			l, err := c.Lock(ctx, key, keyOpts...)
 			s.noteWait([]string{key}, who, false, from, *ticket, err)
 			if err == nil && rng.IntN(4) == 0 { // the holder re-enters: the same token, the TTL refreshed
-				if again, err := c.TryLock(context.WithValue(ctx, simReentry{}, true), key, append(opts, WithToken(l.Token()))...); err == nil {
+				if again, err := c.TryLock(context.WithValue(ctx, simReentry{}, true), key, append(keyOpts, WithToken(l.Token()))...); err == nil {
 					got(who+"(again)", again, nil, false)
 					break
 				}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,20 +16,20 @@ import (
 // fencing token the release proposed (docs/fencing.md, "A fenced waiter
 // granted the key by the release"), against real redis-server.
 
-// fencedWaiters starts n Clients with WithFencing whose successful
+// observedWaiters starts n Clients with opts whose successful
 // acquisitions' events go to the returned function's list, in order.
-func fencedWaiters(t *testing.T, nodes []*Node, n int) ([]*redlock.Client, func() []redlock.Event) {
+func observedWaiters(t *testing.T, nodes []*Node, n int, opts ...redlock.Option) ([]*redlock.Client, func() []redlock.Event) {
 	var mu sync.Mutex
 	var acquires []redlock.Event
 	cs := make([]*redlock.Client, n)
 	for i := range cs {
-		cs[i] = newClient(t, Clients(t, nodes, nil), redlock.WithFencing(), redlock.WithObserver(func(e redlock.Event) {
+		cs[i] = newClient(t, Clients(t, nodes, nil), append(slices.Clip(opts), redlock.WithObserver(func(e redlock.Event) {
 			if e.Kind == redlock.EventAcquire && e.Err == nil {
 				mu.Lock()
 				acquires = append(acquires, e)
 				mu.Unlock()
 			}
-		}))
+		}))...)
 	}
 	return cs, func() []redlock.Event {
 		mu.Lock()
@@ -103,7 +104,7 @@ func TestFencedWaiterGrantedByRelease(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	key := UniqueKey(t, nodes)
 	holder := newClient(t, Clients(t, nodes, nil), redlock.WithFencing())
-	waiters, acquires := fencedWaiters(t, nodes, 2)
+	waiters, acquires := observedWaiters(t, nodes, 2, redlock.WithFencing())
 	ctx := t.Context()
 	h, err := holder.Lock(ctx, key)
 	if err != nil {
@@ -164,7 +165,7 @@ func TestFencedWaiterAttempts(t *testing.T) {
 			nodes := StartNodes(t, 3)
 			key := UniqueKey(t, nodes)
 			holder := newClient(t, Clients(t, nodes, nil), tc.holder...)
-			waiters, acquires := fencedWaiters(t, nodes, 1)
+			waiters, acquires := observedWaiters(t, nodes, 1, redlock.WithFencing())
 			ctx := t.Context()
 			h, err := holder.Lock(ctx, key)
 			if err != nil {
@@ -215,7 +216,7 @@ func TestFencedWriterGrantedByRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waiters, acquires := fencedWaiters(t, nodes, 1)
+			waiters, acquires := observedWaiters(t, nodes, 1, redlock.WithFencing())
 			wm, err := waiters[0].RWMutex(key, redlock.WithFencing())
 			if err != nil {
 				t.Fatal(err)

@@ -181,11 +181,11 @@ func TestGuardTakeBackWakesTheNextWaiter(t *testing.T) {
 	q, l := RedisKey(key)+":queue", RedisKey(key)+":lease"
 	lockErr := make(chan error, 1)
 	go func() {
-		// Metadata: the holder's release does not grant it the key (as
-		// it would a plain Lock's waiter, with no attempt and so no INFO:
-		// docs/design.md, "A writer granted the key by the release"); it
-		// is woken to attempt.
-		_, err := c.Lock(t.Context(), key, redlock.WithMetadata("m"))
+		// A token of its own: the holder's release does not grant it the
+		// key (as it would a plain Lock's waiter, with no attempt and so
+		// no INFO: docs/design.md, "A writer granted the key by the
+		// release"); it is woken to attempt.
+		_, err := c.Lock(t.Context(), key, redlock.WithToken("c-token"))
 		lockErr <- err
 	}()
 	waitUntil(t, 10*time.Second, "c's waiter in the queue", func() bool { n, _ := admin.ZCard(t.Context(), q).Result(); return n == 1 })

@@ -124,18 +124,7 @@ func TestWriterGrantedByRelease(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	key := UniqueKey(t, nodes)
 	holder := newClient(t, Clients(t, nodes, nil))
-	var mu sync.Mutex
-	var acquires []redlock.Event
-	waiters := make([]*redlock.Client, 2)
-	for i := range waiters {
-		waiters[i] = newClient(t, Clients(t, nodes, nil), redlock.WithObserver(func(e redlock.Event) {
-			if e.Kind == redlock.EventAcquire && e.Err == nil {
-				mu.Lock()
-				acquires = append(acquires, e)
-				mu.Unlock()
-			}
-		}))
-	}
+	waiters, acquires := observedWaiters(t, nodes, 2)
 	ctx := t.Context()
 	h, err := holder.Lock(ctx, key)
 	if err != nil {
@@ -153,28 +142,14 @@ func TestWriterGrantedByRelease(t *testing.T) {
 	// validity, must not end at once (an auto-extended lock ends TTL/10
 	// before its validity: 1 s by default).
 	worked := make(chan error, 1)
-	queued := func(n int) func() bool {
-		return func() bool {
-			s, err := holder.Inspect(ctx, key)
-			if err != nil {
-				return false
-			}
-			for _, ns := range s.Nodes {
-				if ns.Waiting != n {
-					return false
-				}
-			}
-			return true
-		}
-	}
-	waitUntil(t, 10*time.Second, "the first waiter queued on every node", queued(1))
+	waitUntil(t, 10*time.Second, "the first waiter queued on every node", queuedOnEvery(t, holder, key, 1))
 	go func() {
 		worked <- waiters[1].Do(ctx, key, func(ctx context.Context) error {
 			time.Sleep(200 * time.Millisecond)
 			return context.Cause(ctx)
 		})
 	}()
-	waitUntil(t, 10*time.Second, "the second waiter queued on every node", queued(2))
+	waitUntil(t, 10*time.Second, "the second waiter queued on every node", queuedOnEvery(t, holder, key, 2))
 	heardBy(t, nodes, key)
 	if err := h.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -193,17 +168,15 @@ func TestWriterGrantedByRelease(t *testing.T) {
 	if err := <-worked; err != nil {
 		t.Errorf("Do, granted: %v", err)
 	}
-	mu.Lock()
-	if len(acquires) != 2 {
-		t.Errorf("%d acquisitions, want 2", len(acquires))
+	if got := acquires(); len(got) != 2 {
+		t.Errorf("%d acquisitions, want 2", len(got))
 	}
-	for _, e := range acquires {
+	for _, e := range acquires() {
 		if !e.LetIn || e.Validity > time.Second {
 			t.Errorf("an acquisition not granted by a release, or valid for more than a lease at first: %+v", e)
 		}
 		checkLetInNodes(t, e, len(nodes))
 	}
-	mu.Unlock()
 	noKeysLeft(t, nodes, key)
 }
 

@@ -87,9 +87,10 @@ for i, k in ipairs(mine) do
 		local q, l = qkeys(k)
 		local h, left = head(q, l, now())
 		if h then
-			if ARGV[3] ~= '' and grants(h) and not ARGV[4] then
+			local meta = grants(h) and not elects(h) and valueOf(h, k) -- (false: woken)
+			if ARGV[3] ~= '' and grants(h) and not ARGV[4] and meta ~= false then
 				if isSet(h) then grantRest(ARGV[3], h, k) end -- (their notices first)
-				grant(ARGV[3], q, l, h, left, k)
+				grant(ARGV[3], q, l, h, left, k, nil, meta)
 			else
 				reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
 				if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end

@@ -70,7 +70,9 @@ return 1
 // its value (kept by its look: queueSrc's ARGV[6]): the key is set to its
 // ID with "TERM.1~ VALUE", TERM the token, which is published on
 // KEYS[1]..":leader", as the election's acquire announces
-// (acquireElectionSrc); without either it is woken to attempt.
+// (acquireElectionSrc); without either it is woken to attempt. A waiter
+// with metadata ('.wim', '.wifm') is granted only with it (kept by its
+// look, as a candidate's value), set beside its ID; else it is woken.
 // ARGV[1] token, ARGV[2] cooldown in ms (0: delete now), ARGV[3] the wake
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
 // grants, which released no lock anyone held; the key is still Reserved
@@ -123,12 +125,11 @@ if string.byte(v, #ARGV[1] + 2) == 2 then -- Queued: places were put in the key'
 			return 1
 		end
 		local granting = grants(h) and ARGV[4] ~= '1'
-		local meta = granting and elects(h) and redis.call('GET', KEYS[1] .. ':val:' .. h) -- a candidate's value ("0.0 VALUE")
-		if meta and string.sub(meta, 1, 4) ~= '0.0 ' then meta = false end
-		local fence = granting and (fenced(h) or meta) and fenceFor(ARGV[5]) or nil
-		if granting and (fence or not elects(h)) then -- (a candidate: only with its value and a term)
+		local meta = granting and valueOf(h) -- (false: a value it should have kept is gone: it is woken)
+		local fence = granting and meta ~= false and (fenced(h) or elects(h)) and fenceFor(ARGV[5]) or nil
+		if granting and meta ~= false and (fence or not elects(h)) then -- (a candidate: only with its value and a term)
 			if isSet(h) then grantRest(ARGV[3], h, KEYS[1]) end -- (their notices first)
-			if meta then -- announced by the grant, as the election's acquire does (acquireElectionSrc)
+			if elects(h) then -- announced by the grant, as the election's acquire does (acquireElectionSrc)
 				meta = fence .. '.1~' .. string.sub(meta, 4)
 				redis.call('PUBLISH', KEYS[1] .. ':leader', fence)
 			end

@@ -147,7 +147,7 @@ func (o *Op) Encode() {
 			ticket = 0
 		}
 		switch {
-		case o.Seq > 0 && o.Value != "": // an election's candidate: its value, for a release that grants it
+		case o.Seq > 0 && o.Value != "": // a place with metadata (a candidate's value): kept for a release that grants it
 			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg(), o.Seq, o.Value)
 		case o.Seq > 0:
 			o.set(keys, o.Place.ID, ticket, o.Place.MS(), o.wakeArg(), o.Seq)

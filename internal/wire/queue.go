@@ -82,7 +82,12 @@ package wire
 // A fenced waiter's ID has 'wif' (fenced): a one-key release that hands
 // it a fencing token names the token in the notice, after the number and
 // an 'f' (releaseSrc); a grant without one only keeps the key for the
-// waiter's attempt, which takes it (acquireFencedScript) and gets one.
+// waiter's attempt, which takes it (acquireFencedScript) and gets one. A
+// waiter with metadata has 'wim' ('wifm' fenced: valued); its looks keep
+// the metadata in KEYS[1]..":val:"..ID (queueSrc's ARGV[6]), a grant sets
+// the key to the ID, NUL and the metadata and ends the notice's number
+// with a 'v' (valueOf, grant), and where the value is gone the waiter is
+// woken instead.
 const queueLua = nowLua + queueFnsLua
 
 // nowLua defines now(), the node's time in ms: the one function of
@@ -119,6 +124,13 @@ end
 
 // queueFnsLua is queueLua but for now(), which must be defined before it.
 const queueFnsLua = markLua + grantedLua + `
+local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
+local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
+local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
+local function fenced(id) return string.find(id, '.wif', 1, true) ~= nil end
+local function isSet(id) return string.find(id, '.wis', 1, true) ~= nil end
+local function elects(id) return string.find(id, '.wie', 1, true) ~= nil end
+local function valued(id) return elects(id) or string.find(id, '%.wif?m') ~= nil end -- its looks keep a value for its grant (KEY:val:ID)
 local function mark(k, v) -- k's value v, if a holder's: marked, since its queue has a place
 	if v and string.byte(v) ~= 0 and not marked(v) then redis.call('SET', k, addMark(v), 'KEEPTTL') end
 end
@@ -135,7 +147,7 @@ local function head(q, l, t)
 		redis.call('ZREM', q, h)
 		redis.call('ZREM', l, h)
 		redis.call('ZREM', string.sub(q, 1, -7) .. ':seq', h) -- (its look's number, if a release could name it)
-		if string.find(h, '.wie', 1, true) then redis.call('DEL', string.sub(q, 1, -7) .. ':val:' .. h) end -- (a candidate's value)
+		if valued(h) then redis.call('DEL', string.sub(q, 1, -7) .. ':val:' .. h) end -- (the value it kept)
 	end
 end
 local function enqueue(q, l, t, id, ticket, lease)
@@ -173,27 +185,28 @@ local function wake(prefix, id, token, k, since)
 		redis.call('PUBLISH', prefix .. client, (k or KEYS[1]) .. '\0' .. since .. '\0' .. id)
 	end
 end
-local function isReader(id) return string.find(id, '.r', 1, true) ~= nil end
-local function letsIn(id) return string.find(id, '.ri', 1, true) ~= nil end
-local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
-local function fenced(id) return string.find(id, '.wif', 1, true) ~= nil end
-local function isSet(id) return string.find(id, '.wis', 1, true) ~= nil end
-local function elects(id) return string.find(id, '.wie', 1, true) ~= nil end
-local function forget(k, x) -- place x's look number, set's keys and candidate's value at k go
+local function forget(k, x) -- place x's look number, set's keys and value at k go
 	redis.call('ZREM', k .. ':seq', x)
 	if isSet(x) then redis.call('DEL', k .. ':set:' .. x) end
-	if elects(x) then redis.call('DEL', k .. ':val:' .. x) end
+	if valued(x) then redis.call('DEL', k .. ':val:' .. x) end
 end
-local function admitted(prefix, q, l, x, k, fence) -- place x leaves, and its Client is told it is in, naming its look (and the fence)
+local function valueOf(x, k) -- the value place x kept at k for a grant: nil where it keeps none; false where it should and it is gone (or a candidate's is not "0.0 VALUE")
+	if not valued(x) then return nil end
+	local v = redis.call('GET', (k or KEYS[1]) .. ':val:' .. x)
+	if v and elects(x) and string.sub(v, 1, 4) ~= '0.0 ' then v = nil end
+	return v or false
+end
+local function admitted(prefix, q, l, x, k, fence, valueSet) -- place x leaves, and its Client is told it is in, naming its look (and the fence; 'v': its value set)
 	leave(q, l, x)
 	local n = redis.call('ZSCORE', k .. ':seq', x) -- the look that set the lapse, or one before it
-	if n or elects(x) then forget(k, x) elseif isSet(x) then redis.call('DEL', k .. ':set:' .. x) end -- (its :seq key may have lapsed between looks)
+	if n or valued(x) then forget(k, x) elseif isSet(x) then redis.call('DEL', k .. ':set:' .. x) end -- (its :seq key may have lapsed between looks)
 	if fence then n = (n or '') .. 'f' .. fence end
+	if valueSet then n = (n or '') .. 'v' end
 	redis.call('PUBLISH', prefix .. string.match(x, '^[^.]*'), k .. '\0\3in' .. (n or '') .. '\0' .. x)
 end
 local function grant(prefix, q, l, x, left, k, fence, meta) -- writer x takes the free key k, until its place's lapse (its value: x, and NUL and meta where given)
 	k = k or KEYS[1]
-	admitted(prefix, q, l, x, k, fence) -- (the script's writes are seen together)
+	admitted(prefix, q, l, x, k, fence, meta and true) -- (the script's writes are seen together)
 	local v = meta and x .. '\0' .. meta or x
 	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(v) or v, 'PX', string.format('%d', left))
 end
@@ -276,7 +289,7 @@ if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 		-- its look's number, a set's keys and a candidate's value go, queued or not (a leave or a lapse took the place, and left them)
 		redis.call('ZREM', k .. ':seq', ARGV[1])
 		if string.find(ARGV[1], '.wis', 1, true) then redis.call('DEL', k .. ':set:' .. ARGV[1]) end
-		if string.find(ARGV[1], '.wie', 1, true) then redis.call('DEL', k .. ':val:' .. ARGV[1]) end
+		if string.find(ARGV[1], '.wie', 1, true) or string.find(ARGV[1], '%.wif?m') then redis.call('DEL', k .. ':val:' .. ARGV[1]) end
 		local queued = redis.call('ZSCORE', k .. ':queue', ARGV[1])
 		local held = queued and redis.call('GET', k)
 		if held and string.byte(held) ~= 0 then -- the key held (by the releaser, mostly): the leave hands nothing on
@@ -317,10 +330,11 @@ end
 // writer a release may grant the key (see queueLua's grant): the look's
 // number, kept in KEYS[1]..":seq" beside the place; such a writer's look
 // that finds the key granted to it answers {LetIn, PTTL, −2}, and puts no
-// place back. ARGV[6], from an election's candidate (a place a release
-// may grant the key with its announcement: '.wie'): its value, "0.0 "
-// and the candidate's, kept in KEYS[1]..":val:"..ID until the place's
-// lapse, for the release that grants it (releaseSrc).
+// place back. ARGV[6], from a waiter with metadata ('.wim', '.wifm') or
+// an election's candidate (a place a release may grant the key with its
+// announcement: '.wie'): its metadata (a candidate's: "0.0 " and its
+// value), kept in KEYS[1]..":val:"..ID until the place's lapse, for the
+// release that grants it (releaseSrc).
 var queueSrc = queueLua + readersLua + `
 local v = redis.call('GET', KEYS[1]) -- (nothing below sets the key before it is read)
 if ARGV[2] ~= '0' and grants(ARGV[1]) and v and (v == ARGV[1] or string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. '\0') then
@@ -338,7 +352,7 @@ end
 if ARGV[5] and ARGV[2] ~= '0' and redis.call('ZADD', KEYS[1] .. ':seq', ARGV[5], ARGV[1]) == 1 then
 	redis.call('PEXPIRE', KEYS[1] .. ':seq', string.format('%d', 2 * tonumber(ARGV[3])))
 end
-if ARGV[6] and ARGV[2] ~= '0' and elects(ARGV[1]) then -- a candidate's value, for a release that grants it (releaseSrc)
+if ARGV[6] and ARGV[2] ~= '0' and valued(ARGV[1]) then -- its value, for a release that grants it (releaseSrc)
 	redis.call('SET', KEYS[1] .. ':val:' .. ARGV[1], ARGV[6], 'PX', ARGV[3]) -- (it lives no longer than the place)
 end
 local h, left = head(q, l, t)

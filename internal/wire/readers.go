@@ -209,8 +209,9 @@ if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[1] .. ':queue') == 1 then
 	if readers(t) == 0 and keyFree() then
 		local q, l = qkeys()
 		local h, left = head(q, l, t)
-		if h and grants(h) and not ARGV[4] then -- the writer after the last reader takes the key
-			grant(ARGV[3], q, l, h, left)
+		local meta = h and grants(h) and not elects(h) and valueOf(h) -- (false: woken)
+		if h and grants(h) and not ARGV[4] and meta ~= false then -- the writer after the last reader takes the key
+			grant(ARGV[3], q, l, h, left, nil, nil, meta)
 			return {1, h}
 		end
 		if h then
