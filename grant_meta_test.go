@@ -204,3 +204,37 @@ func TestMetadataGrantMutantsCaught(t *testing.T) {
 		{"a waiter with metadata counts a grant that did not set it", mutGrantWithoutMetadata, olderReleaseBroken},
 	})
 }
+
+// TestSemaphoreWaiterWithMetadataGranted: a semaphore's waiter with
+// metadata is granted the freed slot by its release, its metadata beside
+// its place's ID on every node, without an attempt of its own.
+func TestSemaphoreWaiterWithMetadataGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		var released atomic.Bool
+		var attempts atomic.Int32
+		for _, f := range fakes {
+			f.hold = func(o *wire.Op) {
+				if released.Load() && wire.IsAcquire(o.Kind) {
+					attempts.Add(1)
+				}
+			}
+		}
+		holderC, waiterC := newTestClient(t, fakes), newTestClient(t, fakes)
+		held, got := poolWaiters(t, holderC, WithMetadata("host=b"), waiterC)
+		released.Store(true)
+		require.NoError(t, held[slotKey("pool", 0)].Unlock(t.Context()))
+		l := <-got[0]
+		require.NotNil(t, l)
+		synctest.Wait() // every node's grant is in
+		require.Zero(t, attempts.Load(), "the waiter attempted: the release did not grant it")
+		require.Contains(t, l.Token(), ".wim")
+		rkey := holderC.target(l.Key()).rkey
+		for _, f := range fakes {
+			ok, what := holds(f, rkey, l.Token(), "host=b", false)
+			require.True(t, ok, "%s holds %s", f.Name(), what)
+		}
+		require.NoError(t, l.Unlock(t.Context()))
+		require.NoError(t, held[slotKey("pool", 1)].Unlock(t.Context()))
+	})
+}

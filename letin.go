@@ -65,20 +65,21 @@ import (
 // key by a release (see wire's queueLua grant): a one-key mutex's, a
 // read-write lock's writer, a semaphore's (a slot) or a set's (each key
 // by its release: the set holds where every key is granted), without a
-// token of its own (it would hold by its place's ID); with fencing or
-// metadata, a one-key mutex's or a writer's only (fencedGrant): its
-// holder's release hands out its fencing token, and its looks keep its
-// metadata on the nodes (wire's queueSrc), which the grant sets beside
-// its ID (since 2026-12-04; a node whose kept value lapsed wakes it to
-// attempt instead). An election's candidate too: its looks keep its
-// value (its metadata), and the release that grants it writes the value
-// and announces it (wire's releaseSrc).
+// token of its own (it would hold by its place's ID); with fencing, a
+// one-key mutex's or a writer's only (fencedGrant), whose holder's
+// release hands out its fencing token; with metadata, any but a set's
+// (whose other keys a release grants by the ID alone: wire's grantRest):
+// its looks keep its metadata on the nodes (wire's queueSrc), which the
+// grant sets beside its ID (since 2026-12-04; a node whose kept value
+// lapsed wakes it to attempt instead). An election's candidate too: its
+// looks keep its value (its metadata), and the release that grants it
+// writes the value and announces it (wire's releaseSrc).
 func grantable(t target, lc *lockConfig) bool {
 	if t.mode == wire.ModeElection {
 		return lc.token == "" && lc.fencing
 	}
 	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
-	return kind && lc.token == "" && (lc.meta == "" || fencedGrant(t)) && (!lc.fencing || fencedGrant(t))
+	return kind && lc.token == "" && (lc.meta == "" || !t.multiKey()) && (!lc.fencing || fencedGrant(t))
 }
 
 // fencedGrant reports whether a fenced waiter for t may be granted the key

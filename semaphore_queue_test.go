@@ -99,10 +99,10 @@ func TestSemaphoreWokenAcrossLeaveAndRelease(t *testing.T) {
 				}
 			}
 		}
-		// Metadata: waiters that leave a slot's queue, not release their
+		// Fenced: waiters that leave a slot's queue, not release their
 		// place's ID there (a release may grant no slot to them: see
 		// grantable).
-		held, got := poolWaiters(t, holderC, WithMetadata("m"), firstC, nextC)
+		held, got := poolWaiters(t, holderC, WithFencing(), firstC, nextC)
 		require.NoError(t, held[slotKey("pool", 0)].Unlock(ctx))
 		synctest.Wait() // the first waiter holds slot 0; its leave of slot 1 ran on nodes 3 and 4
 		first := <-got[0]

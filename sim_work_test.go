@@ -29,7 +29,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			opts = append(opts, WithFencing())
 		}
 		hold := time.Duration(rng.Int64N(int64(s.ttl)))
-		keyOpts := opts // a one-key lock's: with metadata half the time (by a draw made anyway: no seed's draws move)
+		keyOpts := opts // a one-key lock's or a permit's: with metadata half the time (by a draw made anyway: no seed's draws move)
 		if hold%2 == 1 {
 			keyOpts = append(slices.Clip(opts), WithMetadata(who))
 		}
@@ -83,7 +83,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 				got(who+"(write)", l, err, false)
 			}
 		case 7:
-			if sem, err := c.Semaphore("s", 2, opts...); err == nil {
+			if sem, err := c.Semaphore("s", 2, keyOpts...); err == nil {
 				from := time.Now()
 				l, err := sem.Acquire(ctx)
 				s.noteWait([]string{"sem:s"}, who+"(permit)", false, from, *ticket, err)

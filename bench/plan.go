@@ -73,6 +73,9 @@ func (c config) contention(ctx context.Context, e *env, res *results) error {
 		// Auto-extended, as Do's and an election's locks are: a let-in used
 		// to be extended before Lock returned it (two rounds a hand-off).
 		{contender: redlockContender(5, "auto-extended (as Do)", redlock.WithAutoExtend(0))},
+		// With metadata, as the demo's workers lock: a waiter with metadata
+		// used to be woken to attempt (two rounds a hand-off).
+		{contender: redlockContender(5, "with metadata", redlock.WithMetadata("host=bench-worker pid=4242"))},
 		{contender: redlockContender(5, ""), Shared: true},
 		{contender: redislockContender(), Workers: 16},
 		{contender: redsyncContender(5, true), Workers: 16},

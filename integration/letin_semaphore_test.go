@@ -15,8 +15,14 @@ import (
 // different slot by its place's ID. Both slots are released at once, so
 // the first waiter, first in both slots' queues, is granted both; it
 // keeps one and releases its place's ID in the other, which grants that
-// slot to the next waiter.
+// slot to the next waiter. With metadata, each slot holds the waiter's
+// metadata beside its ID on every node.
 func TestSemaphorePermitsGrantedByRelease(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { permitsGrantedByRelease(t, "") })
+	t.Run("metadata", func(t *testing.T) { permitsGrantedByRelease(t, "host=w") })
+}
+
+func permitsGrantedByRelease(t *testing.T, meta string) {
 	nodes := StartNodes(t, 3)
 	name := UniqueKey(t, nodes)
 	ctx := t.Context()
@@ -34,7 +40,11 @@ func TestSemaphorePermitsGrantedByRelease(t *testing.T) {
 	}
 	got := make(chan *redlock.Lock, 2)
 	for i := range 2 {
-		s, err := newClient(t, Clients(t, nodes, nil)).Semaphore(name, 2)
+		var opts []redlock.Option
+		if meta != "" {
+			opts = append(opts, redlock.WithMetadata(meta))
+		}
+		s, err := newClient(t, Clients(t, nodes, nil)).Semaphore(name, 2, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,6 +85,17 @@ func TestSemaphorePermitsGrantedByRelease(t *testing.T) {
 	for _, l := range []*redlock.Lock{a, b} {
 		if !strings.Contains(l.Token(), ".wi") {
 			t.Errorf("%s: token %q, not a granted place's ID", l.Key(), l.Token())
+		}
+		if meta != "" { // (a release's last node may answer after the majority)
+			waitUntil(t, 10*time.Second, l.Key()+" held with the token and its metadata on every node", func() bool {
+				for _, nd := range nodes {
+					v := Admin(t, nd).Get(ctx, RedisKey(l.Key())).Val()
+					if strings.TrimPrefix(strings.TrimPrefix(v, l.Token()+"\x00"), "\x02") != meta {
+						return false
+					}
+				}
+				return true
+			})
 		}
 		if err := l.Unlock(ctx); err != nil {
 			t.Error(err)
