@@ -70,7 +70,7 @@ import (
 // release hands out its fencing token; with metadata, any but a set's
 // (whose other keys a release grants by the ID alone: wire's grantRest):
 // its looks keep its metadata on the nodes (wire's queueSrc), which the
-// grant sets beside its ID (since 2026-12-04; a node whose kept value
+// grant sets beside its ID (since 2026-12-03; a node whose kept value
 // lapsed wakes it to attempt instead). An election's candidate too: its
 // looks keep its value (its metadata), and the release that grants it
 // writes the value and announces it (wire's releaseSrc).

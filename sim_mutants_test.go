@@ -238,7 +238,7 @@ var mutants = []mutant{
 	// three are unfenced, and clocks ahead keep counters above the
 	// others' proposals); TestFencedHandOffRaisesCounters builds it.
 	// A waiter with metadata granted the key by a release, its metadata
-	// beside its place's ID (2026-12-04): a grant that says it set the
+	// beside its place's ID (2026-12-03): a grant that says it set the
 	// metadata and did not, which the backing check sees. (A grant that
 	// does not say so the waiter does not count: olderReleaseBroken.)
 	everywhere("a release grants a waiter the key without its metadata, saying it did (issue 27)",
