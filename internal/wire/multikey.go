@@ -153,8 +153,9 @@ end
 // (ID, ticket, lease ms) as acquireSrc's; a caller not queued passes none.
 // Reply: 1 set; 2 every key was ours already (re-entry), all refreshed;
 // refused: acquireSrc's {−(PTTL + 1), holder's token} for the first key
-// held by another token, or the queue's {−(lease left + 1), ”, first
-// waiter} for the first key whose queue has another first waiter.
+// held by another token, or the queue's {−(lease left + 1), "" (no
+// holder), first waiter} for the first key whose queue has another first
+// waiter.
 var acquireMultiSrc = acquireMultiScript(false)
 
 // acquireMultiFencedSrc is acquireMultiSrc that also hands out one fencing

@@ -56,7 +56,7 @@ func readersIf(i int) string {
 // as acquireSrc's; a reader not queued passes none.
 // Reply: 1 added; 2 the token was a live reader already (its lease
 // renewed); refused: acquireSrc's {−(PTTL + 1), writer's token}, or the
-// queue's {−(lease left + 1), ”, the first writer waiting ahead}.
+// queue's {−(lease left + 1), "" (no holder), the first writer waiting ahead}.
 var readAcquireSrc = queueLua + `
 local id, ticket = ARGV[4] or '', ARGV[5] or '0'
 local q, l = qkeys()
