@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"math/bits"
-	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/wire"
@@ -97,15 +96,6 @@ func fencedGrant(t target) bool {
 // isGrantee reports whether id is the place of a writer a release may
 // grant the key (see grantable).
 func isGrantee(id string) bool { return wire.IsPlaceID(id) }
-
-// keepsMetadata reports whether id is the place of a waiter with metadata
-// that a release may grant the key (".wim", ".wifm": see grantable),
-// which counts a grant only where it set the metadata beside the ID (the
-// notice says so with a 'v'; an older Client's release grants the key
-// without it).
-func keepsMetadata(id string) bool {
-	return strings.Contains(id, ".wim") || strings.Contains(id, ".wifm")
-}
 
 // keptLooks bounds the looks whose sends a waiter keeps: looks are a
 // third of a lease apart, or closer when woken, and a let-in names the
