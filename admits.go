@@ -100,12 +100,12 @@ func parseAdmission(n string) (seq, fence int64, valued bool, err error) {
 }
 
 // keepsMetadata reports whether id is the place of a waiter with metadata
-// that a release may grant the key (".wim", ".wifm": see grantable),
-// which counts a grant only where it set the metadata beside the ID (the
-// notice says so with a 'v'; an older Client's release grants the key
-// without it).
+// that a release may grant the key (".wim", ".wifm", ".wism": see
+// grantable), which counts a grant only where it set the metadata beside
+// the ID (the notice says so with a 'v'; an older Client's release grants
+// the key without it).
 func keepsMetadata(id string) bool {
-	return strings.Contains(id, ".wim") || strings.Contains(id, ".wifm")
+	return strings.Contains(id, ".wim") || strings.Contains(id, ".wifm") || strings.Contains(id, ".wism")
 }
 
 // admitsOf returns w's admissions to rkey, nil if it has no place there.

@@ -102,6 +102,46 @@ func TestMetadataGrantScripts(t *testing.T) {
 	run(free)
 	require.Equal(t, "c.wim5\x00host=e", get())
 	require.Equal(t, "redlock:wake:c "+key+"\x00"+wire.LetIn+"8v\x00c.wim5", notice())
+
+	// A set with metadata (".wism"): its look keeps the metadata at each
+	// key, and the release of one key grants it that key and the free
+	// other with it; where the other's value is gone, only the released
+	// key is granted (the other stays reserved for the set's look or
+	// attempt).
+	keys = []string{"redlock:{s}:a", "redlock:{s}:b"}
+	setLook := func(id string, ticket, seq int64) {
+		o := wire.NewOp(wire.OpQueue, keys[0], "", "", 0)
+		o.Keys, o.Mode, o.Value = keys, wire.ModeSet, "host=f"
+		o.Place, o.Wake, o.Seq = &wire.Place{ID: id, Ticket: ticket, Lease: lease}, "redlock:wake:", seq
+		run(o)
+	}
+	for i, drop := range []bool{false, true} {
+		id := "c.wism" + strconv.Itoa(6+i)
+		require.Equal(t, int64(1), run(wire.NewOp(wire.OpAcquire, keys[0], "ha", "ha", ttl)))
+		setLook(id, int64(600+i), 9)
+		for _, k := range keys {
+			require.Equal(t, "host=f", rc.Get(ctx, k+":val:"+id).Val(), "its look keeps its metadata at %s", k)
+		}
+		if drop {
+			rc.Del(ctx, keys[1]+":val:"+id)
+		}
+		free := wire.NewOp(wire.OpRelease, keys[0], "ha", "", 0)
+		free.Wake = "redlock:wake:"
+		require.Equal(t, []any{int64(1), id}, run(free))
+		require.Equal(t, id+"\x00host=f", rc.Get(ctx, keys[0]).Val())
+		if drop {
+			require.True(t, wire.IsReserved(rc.Get(ctx, keys[1]).Val()), "reserved for the set, not granted")
+			require.Equal(t, "redlock:wake:c "+keys[0]+"\x00"+wire.LetIn+"9v\x00"+id, notice())
+		} else {
+			require.Equal(t, id+"\x00host=f", rc.Get(ctx, keys[1]).Val())
+			got := []string{notice(), notice()}
+			require.ElementsMatch(t, []string{
+				"redlock:wake:c " + keys[0] + "\x00" + wire.LetIn + "9v\x00" + id,
+				"redlock:wake:c " + keys[1] + "\x00" + wire.LetIn + "9v\x00" + id,
+			}, got)
+		}
+		rc.Del(ctx, keys[0], keys[1], keys[0]+":queue", keys[1]+":queue", keys[0]+":lease", keys[1]+":lease")
+	}
 }
 
 // metadataHandOff has another Client's Lock, with metadata and opts, wait
@@ -109,15 +149,7 @@ func TestMetadataGrantScripts(t *testing.T) {
 // returns the two locks, how many acquire attempts the nodes were sent
 // after the release, and the metadata Inspect shows then.
 func metadataHandOff(t *testing.T, fakes []*fakeNode, opts ...Option) (held, next *Lock, attempts int32, shown string) {
-	var released atomic.Bool
-	var n atomic.Int32
-	for _, f := range fakes {
-		f.hold = func(o *wire.Op) {
-			if released.Load() && wire.IsAcquire(o.Kind) {
-				n.Add(1)
-			}
-		}
-	}
+	released, n := attemptsAfter(fakes)
 	holder, waiter := newTestClient(t, fakes), newTestClient(t, fakes)
 	h, err := holder.TryLock(t.Context(), "k", opts...)
 	require.NoError(t, err)
@@ -139,6 +171,20 @@ func metadataHandOff(t *testing.T, fakes []*fakeNode, opts ...Option) (held, nex
 	require.True(t, ok)
 	require.Equal(t, holderID(next.Token()), holderOf)
 	return h, next, n.Load(), shown
+}
+
+// attemptsAfter counts the acquire attempts the fakes are sent once the
+// returned flag is set.
+func attemptsAfter(fakes []*fakeNode) (from *atomic.Bool, n *atomic.Int32) {
+	from, n = new(atomic.Bool), new(atomic.Int32)
+	for _, f := range fakes {
+		f.hold = func(o *wire.Op) {
+			if from.Load() && wire.IsAcquire(o.Kind) {
+				n.Add(1)
+			}
+		}
+	}
+	return from, n
 }
 
 // TestMetadataLockGrantedByRelease: a Lock with metadata waiting behind
@@ -211,15 +257,7 @@ func TestMetadataGrantMutantsCaught(t *testing.T) {
 func TestSemaphoreWaiterWithMetadataGranted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
-		var released atomic.Bool
-		var attempts atomic.Int32
-		for _, f := range fakes {
-			f.hold = func(o *wire.Op) {
-				if released.Load() && wire.IsAcquire(o.Kind) {
-					attempts.Add(1)
-				}
-			}
-		}
+		released, attempts := attemptsAfter(fakes)
 		holderC, waiterC := newTestClient(t, fakes), newTestClient(t, fakes)
 		held, got := poolWaiters(t, holderC, WithMetadata("host=b"), waiterC)
 		released.Store(true)
@@ -236,5 +274,44 @@ func TestSemaphoreWaiterWithMetadataGranted(t *testing.T) {
 		}
 		require.NoError(t, l.Unlock(t.Context()))
 		require.NoError(t, held[slotKey("pool", 1)].Unlock(t.Context()))
+	})
+}
+
+// TestSetWithMetadataGranted: a set with metadata waiting behind a
+// one-key holder of one of its keys is granted both keys by that
+// release, its metadata beside its place's ID on every node, without an
+// attempt of its own.
+func TestSetWithMetadataGranted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		released, attempts := attemptsAfter(fakes)
+		holderC, waiterC := newTestClient(t, fakes), newTestClient(t, fakes)
+		h, err := holderC.TryLock(t.Context(), "a")
+		require.NoError(t, err)
+		synctest.Wait() // held on every node before the set tries (TryLock returns at a majority)
+		m, err := waiterC.MultiLock([]string{"a", "b"}, WithMetadata("host=s"))
+		require.NoError(t, err)
+		got := make(chan *Lock)
+		go func() {
+			l, err := m.Lock(t.Context())
+			assert.NoError(t, err)
+			got <- l
+		}()
+		time.Sleep(time.Second) // virtual: the set queued and looked
+		synctest.Wait()
+		released.Store(true)
+		require.NoError(t, h.Unlock(t.Context()))
+		l := <-got
+		require.NotNil(t, l)
+		synctest.Wait() // every node's grants are in
+		require.Zero(t, attempts.Load(), "the set attempted: the release did not grant it")
+		require.Contains(t, l.Token(), ".wism")
+		for _, k := range []string{"a", "b"} {
+			for _, f := range fakes {
+				ok, what := holds(f, holderC.redisKey(k), l.Token(), "host=s", false)
+				require.True(t, ok, "%s holds %s: %s", f.Name(), k, what)
+			}
+		}
+		require.NoError(t, l.Unlock(t.Context()))
 	})
 }

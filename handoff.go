@@ -229,6 +229,8 @@ func (h *handoff) join(t target, lc *lockConfig) *waiter {
 	switch {
 	case letIn: // the scripts tell readers, and those a release may let in, by it (see wire's queueLua)
 		id = h.id + ".ri" + strconv.Itoa(h.seq)
+	case granted && t.multiKey() && lc.meta != "": // a set with metadata, which its looks keep for the grants
+		id = h.id + ".wism" + strconv.Itoa(h.seq)
 	case granted && t.multiKey(): // a set: a release grants its other keys too, where they are free for it (wire's grantRest)
 		id = h.id + ".wis" + strconv.Itoa(h.seq)
 	case granted && t.mode == wire.ModeElection: // a candidate: granted with its value, announced (wire's releaseSrc)

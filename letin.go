@@ -66,9 +66,8 @@ import (
 // by its release: the set holds where every key is granted), without a
 // token of its own (it would hold by its place's ID); with fencing, a
 // one-key mutex's or a writer's only (fencedGrant), whose holder's
-// release hands out its fencing token; with metadata, any but a set's
-// (whose other keys a release grants by the ID alone: wire's grantRest):
-// its looks keep its metadata on the nodes (wire's queueSrc), which the
+// release hands out its fencing token; with metadata too: its looks keep
+// its metadata on the nodes (wire's queueSrc, queueMultiSrc), which the
 // grant sets beside its ID (since 2026-12-03; a node whose kept value
 // lapsed wakes it to attempt instead). An election's candidate too: its
 // looks keep its value (its metadata), and the release that grants it
@@ -78,7 +77,7 @@ func grantable(t target, lc *lockConfig) bool {
 		return lc.token == "" && lc.fencing
 	}
 	kind := (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite) && t.rkeys == nil || t.multiKey()
-	return kind && lc.token == "" && (lc.meta == "" || !t.multiKey()) && (!lc.fencing || fencedGrant(t))
+	return kind && lc.token == "" && (!lc.fencing || fencedGrant(t))
 }
 
 // fencedGrant reports whether a fenced waiter for t may be granted the key

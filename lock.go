@@ -88,7 +88,7 @@ func (l *Lock) Keys() []string { return l.given() }
 // waiting Lock, RLock or Semaphore.Acquire call (Event.LetIn), the call's
 // place in the key's wait queue (the Client's random ID, ".wi", ".wif"
 // with fencing, ".wim" or ".wifm" with metadata, ".wis" for a multi-key
-// lock, or ".ri", a number), which the nodes' queues showed while it
+// lock (".wism" with metadata), or ".ri", a number), which the nodes' queues showed while it
 // waited. Pass it to WithToken to re-enter. Keep it secret: anyone with the token can release the lock.
 func (l *Lock) Token() string { return l.token }
 

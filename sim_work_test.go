@@ -29,7 +29,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			opts = append(opts, WithFencing())
 		}
 		hold := time.Duration(rng.Int64N(int64(s.ttl)))
-		keyOpts := opts // a one-key lock's or a permit's: with metadata half the time (by a draw made anyway: no seed's draws move)
+		keyOpts := opts // but a read-write lock's: with metadata half the time (by a draw made anyway: no seed's draws move)
 		if hold%2 == 1 {
 			keyOpts = append(slices.Clip(opts), WithMetadata(who))
 		}
@@ -64,7 +64,7 @@ func (s *simRun) work(c *Client, who string, rng *rand.Rand) {
 			got(who, l, err, false)
 		case 5:
 			other := simKeys[(slices.Index(simKeys, key)+1+rng.IntN(len(simKeys)-1))%len(simKeys)]
-			if m, err := c.MultiLock([]string{key, other}, opts...); err == nil {
+			if m, err := c.MultiLock([]string{key, other}, keyOpts...); err == nil {
 				from := time.Now()
 				l, err := m.Lock(ctx)
 				s.noteWait([]string{key, other}, who+"(set)", false, from, *ticket, err)

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +17,14 @@ import (
 // second key and the free third (2026-11-29: before, it attempted for
 // the third) and makes it hold by that ID, with a validity below the
 // waiter lease (1 s) at first and its TTL once the extension that
-// follows is in. Its Unlock leaves nothing on the nodes.
+// follows is in. Its Unlock leaves nothing on the nodes. With metadata,
+// each key holds it beside the place's ID on every node.
 func TestSetGrantedByReleases(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { setGrantedByReleases(t, "") })
+	t.Run("metadata", func(t *testing.T) { setGrantedByReleases(t, "host=set") })
+}
+
+func setGrantedByReleases(t *testing.T, meta string) {
 	nodes := StartNodes(t, 3)
 	keys := keyNames(t, nodes, 3)
 	ctx := t.Context()
@@ -37,16 +42,12 @@ func TestSetGrantedByReleases(t *testing.T) {
 		// count the key as held).
 		heldEverywhere(t, nodes, k, l.Token())
 	}
-	var mu sync.Mutex
-	var acquires []redlock.Event
-	waiter := newClient(t, Clients(t, nodes, nil), redlock.WithObserver(func(e redlock.Event) {
-		if e.Kind == redlock.EventAcquire && e.Err == nil {
-			mu.Lock()
-			acquires = append(acquires, e)
-			mu.Unlock()
-		}
-	}))
-	set, err := waiter.MultiLock(keys)
+	var opts []redlock.Option
+	if meta != "" {
+		opts = append(opts, redlock.WithMetadata(meta))
+	}
+	waiters, acquires := observedWaiters(t, nodes, 1, opts...)
+	set, err := waiters[0].MultiLock(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,28 +113,34 @@ func TestSetGrantedByReleases(t *testing.T) {
 	if l.Token() != place {
 		t.Errorf("token %q: not its place's ID %q", l.Token(), place)
 	}
+	if meta != "" { // (a release's last node may answer after the majority)
+		for _, k := range keys {
+			heldEverywhere(t, nodes, k, place+"\x00"+meta)
+		}
+	}
 	waitUntil(t, 10*time.Second, "the extension to the TTL", func() bool { return l.Validity() > time.Second })
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	if len(acquires) != 1 || !acquires[0].LetIn || acquires[0].Validity > time.Second {
-		t.Errorf("want one acquisition, granted by the releases, valid for at most a lease at first: %+v", acquires)
+	if a := acquires(); len(a) != 1 || !a[0].LetIn || a[0].Validity > time.Second {
+		t.Errorf("want one acquisition, granted by the releases, valid for at most a lease at first: %+v", a)
 	}
-	mu.Unlock()
 	for _, k := range keys {
 		noKeysLeft(t, nodes, k)
 	}
 }
 
-// heldEverywhere waits until every node has key held by token.
+// heldEverywhere waits until every node has key held by token (with
+// metadata: token NUL metadata, the Queued mark ignored).
 func heldEverywhere(t *testing.T, nodes []*Node, key, token string) {
 	t.Helper()
 	admins := Admins(t, nodes)
-	waitUntil(t, 10*time.Second, key+" held by "+token+" on every node", func() bool {
+	tok, meta, withMeta := strings.Cut(token, "\x00")
+	waitUntil(t, 10*time.Second, key+" held by "+strings.ReplaceAll(token, "\x00", " with ")+" on every node", func() bool {
 		for _, a := range admins {
 			v := a.Get(t.Context(), RedisKey(key)).Val()
-			if id, _, _ := strings.Cut(v, "\x00"); id != token {
+			id, m, _ := strings.Cut(v, "\x00")
+			if id != tok || withMeta && strings.TrimPrefix(m, "\x02") != meta {
 				return false
 			}
 		}

@@ -322,6 +322,7 @@ for i, k in ipairs(KEYS) do
 		redis.call('PEXPIRE', k .. ':seq', string.format('%d', 2 * tonumber(ARGV[3])))
 	end
 	if seq and isSet(id) then redis.call('SET', k .. ':set:' .. id, keys, 'PX', ARGV[3]) end -- (for a release: grantRest)
+	if seq and ARGV[6] and valued(id) then redis.call('SET', k .. ':val:' .. id, ARGV[6], 'PX', ARGV[3]) end -- its metadata, for a release that grants it the key
 	if leaving and isSet(id) then forget(k, id) end
 	if seq and grantedTo(v, id) then
 		-- Granted by a release: free to the set. Its place stays, and

@@ -83,7 +83,7 @@ package wire
 // it a fencing token names the token in the notice, after the number and
 // an 'f' (releaseSrc); a grant without one only keeps the key for the
 // waiter's attempt, which takes it (acquireFencedScript) and gets one. A
-// waiter with metadata has 'wim' ('wifm' fenced: valued); its looks keep
+// waiter with metadata has 'wim' ('wifm' fenced, 'wism' a set's: valued); its looks keep
 // the metadata in KEYS[1]..":val:"..ID (queueSrc's ARGV[6]), a grant sets
 // the key to the ID, NUL and the metadata and ends the notice's number
 // with a 'v' (valueOf, grant), and where the value is gone the waiter is
@@ -130,7 +130,7 @@ local function grants(id) return string.find(id, '.wi', 1, true) ~= nil end
 local function fenced(id) return string.find(id, '.wif', 1, true) ~= nil end
 local function isSet(id) return string.find(id, '.wis', 1, true) ~= nil end
 local function elects(id) return string.find(id, '.wie', 1, true) ~= nil end
-local function valued(id) return elects(id) or string.find(id, '%.wif?m') ~= nil end -- its looks keep a value for its grant (KEY:val:ID)
+local function valued(id) return elects(id) or string.find(id, '%.wi[fs]?m') ~= nil end -- its looks keep a value for its grant (KEY:val:ID)
 local function mark(k, v) -- k's value v, if a holder's: marked, since its queue has a place
 	if v and string.byte(v) ~= 0 and not marked(v) then redis.call('SET', k, addMark(v), 'KEEPTTL') end
 end
@@ -225,10 +225,14 @@ local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, 
 			local ours = grantedTo(v, x)
 			if v and string.byte(v) ~= 0 and not ours then return end -- held: the set waits on
 			if h ~= x and not ours then return end -- not first there: the queue decides
-			if h == x then rest[#rest + 1] = {o, q, l, left} end -- (granted before and back in line: granted again, naming a later look)
+			if h == x then -- (granted before and back in line: granted again, naming a later look)
+				local meta = valueOf(x, o)
+				if meta == false then return end -- its metadata not kept here (its look keeps it with the place, so hardly ever): its look or attempt takes the key
+				rest[#rest + 1] = {o, q, l, left, meta}
+			end
 		end
 	end
-	for _, r in ipairs(rest) do grant(prefix, r[2], r[3], x, r[4], r[1]) end
+	for _, r in ipairs(rest) do grant(prefix, r[2], r[3], x, r[4], r[1], nil, r[5]) end
 end
 local function letIn(prefix, q, l, x, u, t, k) -- reader x enters, until its place's lapse u
 	k = k or KEYS[1]
@@ -289,7 +293,7 @@ if string.find(ARGV[1], '` + marker + `', 1, true) and ARGV[6] ~= '1' then
 		-- its look's number, a set's keys and a candidate's value go, queued or not (a leave or a lapse took the place, and left them)
 		redis.call('ZREM', k .. ':seq', ARGV[1])
 		if string.find(ARGV[1], '.wis', 1, true) then redis.call('DEL', k .. ':set:' .. ARGV[1]) end
-		if string.find(ARGV[1], '.wie', 1, true) or string.find(ARGV[1], '%.wif?m') then redis.call('DEL', k .. ':val:' .. ARGV[1]) end
+		if string.find(ARGV[1], '.wie', 1, true) or string.find(ARGV[1], '%.wi[fs]?m') then redis.call('DEL', k .. ':val:' .. ARGV[1]) end
 		local queued = redis.call('ZSCORE', k .. ':queue', ARGV[1])
 		local held = queued and redis.call('GET', k)
 		if held and string.byte(held) ~= 0 then -- the key held (by the releaser, mostly): the leave hands nothing on
