@@ -37,6 +37,7 @@ func permitsGrantedByRelease(t *testing.T, meta string) {
 			t.Fatal(err)
 		}
 		held = append(held, l)
+		heldEverywhere(t, nodes, l.Key(), l.Token()) // (TryAcquire returns at a majority: no waiter's sweep finds the slot free on the last node)
 	}
 	got := make(chan *redlock.Lock, 2)
 	for i := range 2 {
