@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -153,9 +154,26 @@ func metadataHandOff(t *testing.T, fakes []*fakeNode, opts ...Option) (held, nex
 	holder, waiter := newTestClient(t, fakes), newTestClient(t, fakes)
 	h, err := holder.TryLock(t.Context(), "k", opts...)
 	require.NoError(t, err)
+	next = handedTo(t, h, released, func(ctx context.Context) (*Lock, error) {
+		return waiter.Lock(ctx, "k", append([]Option{WithMetadata("host=b")}, opts...)...)
+	})
+	attempts = n.Load()
+	s, err := holder.Inspect(t.Context(), "k")
+	require.NoError(t, err)
+	holderOf, shown, ok := s.Holder()
+	require.True(t, ok)
+	require.Equal(t, holderID(next.Token()), holderOf)
+	return h, next, attempts, shown
+}
+
+// handedTo has lock, another Client's wait, queue behind h (held on every
+// node first: TryLock returns at a majority), then sets released and
+// releases h; it returns what lock got, once every node's grants are in.
+func handedTo(t *testing.T, h *Lock, released *atomic.Bool, lock func(context.Context) (*Lock, error)) *Lock {
+	synctest.Wait()
 	got := make(chan *Lock)
 	go func() {
-		l, err := waiter.Lock(t.Context(), "k", append([]Option{WithMetadata("host=b")}, opts...)...)
+		l, err := lock(t.Context())
 		assert.NoError(t, err)
 		got <- l
 	}()
@@ -163,18 +181,14 @@ func metadataHandOff(t *testing.T, fakes []*fakeNode, opts ...Option) (held, nex
 	synctest.Wait()
 	released.Store(true)
 	require.NoError(t, h.Unlock(t.Context()))
-	next = <-got
-	require.NotNil(t, next)
-	s, err := holder.Inspect(t.Context(), "k")
-	require.NoError(t, err)
-	holderOf, shown, ok := s.Holder()
-	require.True(t, ok)
-	require.Equal(t, holderID(next.Token()), holderOf)
-	return h, next, n.Load(), shown
+	l := <-got
+	require.NotNil(t, l)
+	synctest.Wait()
+	return l
 }
 
 // attemptsAfter counts the acquire attempts the fakes are sent once the
-// returned flag is set.
+// returned flag is set; called before any Client uses the fakes.
 func attemptsAfter(fakes []*fakeNode) (from *atomic.Bool, n *atomic.Int32) {
 	from, n = new(atomic.Bool), new(atomic.Int32)
 	for _, f := range fakes {
@@ -288,22 +302,9 @@ func TestSetWithMetadataGranted(t *testing.T) {
 		holderC, waiterC := newTestClient(t, fakes), newTestClient(t, fakes)
 		h, err := holderC.TryLock(t.Context(), "a")
 		require.NoError(t, err)
-		synctest.Wait() // held on every node before the set tries (TryLock returns at a majority)
 		m, err := waiterC.MultiLock([]string{"a", "b"}, WithMetadata("host=s"))
 		require.NoError(t, err)
-		got := make(chan *Lock)
-		go func() {
-			l, err := m.Lock(t.Context())
-			assert.NoError(t, err)
-			got <- l
-		}()
-		time.Sleep(time.Second) // virtual: the set queued and looked
-		synctest.Wait()
-		released.Store(true)
-		require.NoError(t, h.Unlock(t.Context()))
-		l := <-got
-		require.NotNil(t, l)
-		synctest.Wait() // every node's grants are in
+		l := handedTo(t, h, released, m.Lock)
 		require.Zero(t, attempts.Load(), "the set attempted: the release did not grant it")
 		require.Contains(t, l.Token(), ".wism")
 		for _, k := range []string{"a", "b"} {
