@@ -190,8 +190,14 @@ var mutants = []mutant{
 	{name: "the uncontended fenced grant takes a proposal at or below the counter (its ZADD without GT)", node: func(f *fakeNode) { f.zaddLowers = true }},
 	scriptMutant("an election's grant hands out the counter unchanged", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
 		"f = c + ((tonumber(ARGV[4]) - c - 1) % m) + 1", "f = c"),
-	scriptMutant("an election's grant announces the proposal, taken or not", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
-		"term .. '.1~'", "ARGV[6] .. '.1~'"),
+	// Since candidates are granted by the resignation (2026-12-03) an
+	// election's own attempts are fewer: caught at seeds 14 and 226 (twice)
+	// on a quiet machine, and not in 300 beside a CPU hog (CI, 2026-12-04,
+	// once the simulator's permits and sets carried metadata too); beside
+	// a hog from three starts, the 17th, 38th and 98th tried. A budget of
+	// its own.
+	withBudget(1000, scriptMutant("an election's grant announces the proposal, taken or not", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
+		"term .. '.1~'", "ARGV[6] .. '.1~'")),
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"local refused, again, reserved = free((ARGV[4] or ''))", "local refused, again, reserved = nil, false, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	// An unqueued set's first attempt, arriving while a set has long been
