@@ -48,11 +48,13 @@ return 1
 // a take-back (ARGV[4]). A token that is a set's place's ID (a set
 // granted its keys by releases) takes that place out of every key's
 // queue too, and its looks' numbers, but where the set gives back its
-// grants (ARGV[6] '1': Op.KeepPlace).
+// grants (ARGV[6] '1': Op.KeepPlace). It reads a key's queue only where
+// its value is Queued (see Queued), as releaseSrc does: the uncontended
+// release is a GET and a DEL per key.
 // Reply: 1 released, or {1, a first waiter} when a key's queue had one
 // (the first key's, in KEYS order); 0 a key absent (expired); −1 another
 // token holds a key.
-var releaseMultiSrc = ownedLua + expireAtLua + placeOutLua(".wi", queueLua) + `
+var releaseMultiSrc = ownedLua + expireAtLua + markLua + placeOutLua(".wi", queueLua) + `
 local st, mine, vs = 1, {}, {}
 for _, k in ipairs(KEYS) do
 	local v = placeSeen and placeSeen[k] or redis.call('GET', k)
@@ -70,9 +72,9 @@ if ARGV[2] ~= '0' then
 	for i, k in ipairs(mine) do redis.call('SET', k, vs[i], 'PXAT', at) end
 	return st
 end
-local queued, any = {}, false -- which keys' queues exist: a key released changes no other's
-for i, k in ipairs(mine) do
-	queued[i] = redis.call('EXISTS', k .. ':queue') == 1
+local queued, any = {}, false -- which keys' values are Queued (a place joined while we held it): a key released changes no other's
+for i in ipairs(mine) do
+	queued[i] = marked(vs[i]) or ARGV[6] == '1' -- (a set that gives back its grants keeps its place, which its look put back unmarked: queueMultiSrc)
 	any = any or queued[i]
 end
 if not any then
@@ -80,26 +82,41 @@ if not any then
 	return st
 end
 ` + queueLua + `
-local named = false
+local plan = {} -- by key of mine: its live first waiter {queue, lease, ID, lease left, kept value, granted}, read before any is granted
 for i, k in ipairs(mine) do
-	local reserved = false
 	if queued[i] then
 		local q, l = qkeys(k)
 		local h, left = head(q, l, now())
 		if h then
 			local meta = grants(h) and not elects(h) and valueOf(h, k) -- (false: woken)
-			if ARGV[3] ~= '' and grants(h) and not ARGV[4] and meta ~= false then
-				if isSet(h) then grantRest(ARGV[3], h, k) end -- (their notices first)
-				grant(ARGV[3], q, l, h, left, k, nil, meta)
-			else
-				reserve(left, k, ARGV[3] ~= '' and ARGV[1] or nil)
-				if ARGV[3] ~= '' then wakeFront(ARGV[3], h, ARGV[1], k) end
-			end
-			reserved = true
-			named = named or h
+			plan[i] = {q, l, h, left, meta, ARGV[3] ~= '' and grants(h) and not ARGV[4] and meta ~= false}
 		end
 	end
-	if not reserved then redis.call('DEL', k) end
+end
+local function restOf(x, i) -- for grantRest at key i: the keys before it this release grants set x; false where it grants x a key after it too (its rest waits for that one)
+	local skip = {}
+	for j, o in ipairs(mine) do
+		if plan[j] and plan[j][6] and plan[j][3] == x then
+			if j > i then return false end
+			skip[o] = true
+		end
+	end
+	return skip
+end
+local named = false
+for i, k in ipairs(mine) do
+	local p = plan[i]
+	if p and p[6] then
+		local h = p[3]
+		if isSet(h) then grantRest(ARGV[3], h, k, restOf(h, i)) end -- (their notices first)
+		grant(ARGV[3], p[1], p[2], h, p[4], k, nil, p[5])
+	elseif p then
+		reserve(p[4], k, ARGV[3] ~= '' and ARGV[1] or nil)
+		if ARGV[3] ~= '' then wakeFront(ARGV[3], p[3], ARGV[1], k) end
+	else
+		redis.call('DEL', k)
+	end
+	named = named or p and p[3]
 end
 if named and st == 1 then return {1, named} end
 return st

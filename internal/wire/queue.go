@@ -210,7 +210,8 @@ local function grant(prefix, q, l, x, left, k, fence, meta) -- writer x takes th
 	local v = meta and x .. '\0' .. meta or x
 	redis.call('SET', k, redis.call('EXISTS', q) == 1 and addMark(v) or v, 'PX', string.format('%d', left))
 end
-local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, if each is free here with x first
+local function grantRest(prefix, x, k, skip) -- set x, granted k: its other keys too, if each is free here with x first (skip: those this script grants x itself; false: none here, a later key of the release grants x)
+	if skip == false then return end
 	local ks = redis.call('GET', k .. ':set:' .. x) -- its keys, each followed by a NUL (its looks keep them)
 	if not ks then return end
 	local t, rest, from = now(), {}, 1
@@ -218,17 +219,19 @@ local function grantRest(prefix, x, k) -- set x, granted k: its other keys too, 
 		local to = string.find(ks, '\0', from, true)
 		local o = string.sub(ks, from, to - 1)
 		from = to + 1
-		if o ~= k then
-			local q, l = qkeys(o)
-			local h, left = head(q, l, t)
+		if o ~= k and not (skip and skip[o]) then
 			local v = redis.call('GET', o)
 			local ours = grantedTo(v, x)
 			if v and string.byte(v) ~= 0 and not ours then return end -- held: the set waits on
-			if h ~= x and not ours then return end -- not first there: the queue decides
-			if h == x then -- (granted before and back in line: granted again, naming a later look)
-				local meta = valueOf(x, o)
-				if meta == false then return end -- its metadata not kept here (its look keeps it with the place, so hardly ever): its look or attempt takes the key
-				rest[#rest + 1] = {o, q, l, left, meta}
+			local q, l = qkeys(o)
+			if not ours or redis.call('ZSCORE', q, x) then -- (granted, and not back in line: nothing to do)
+				local h, left = head(q, l, t)
+				if h ~= x and not ours then return end -- not first there: the queue decides
+				if h == x then -- (granted before and back in line: granted again, naming a later look)
+					local meta = valueOf(x, o)
+					if meta == false then return end -- its metadata not kept here (its look keeps it with the place, so hardly ever): its look or attempt takes the key
+					rest[#rest + 1] = {o, q, l, left, meta}
+				end
 			end
 		end
 	end
