@@ -198,6 +198,12 @@ var mutants = []mutant{
 	// its own.
 	withBudget(1000, scriptMutant("an election's grant announces the proposal, taken or not", (&wire.Op{Kind: wire.OpAcquireFenced, Mode: wire.ModeElection}).Source(),
 		"term .. '.1~'", "ARGV[6] .. '.1~'")),
+	// A set's release reads a key's queue only where the holder's value
+	// is Queued (2026-12-04, as the one-key release since 2026-11-28): a
+	// set's look that leaves a held key's value unmarked leaves its
+	// waiters asleep after that key's release.
+	scriptMutant("a set's look leaves the holder's value unmarked", (&wire.Op{Kind: wire.OpQueue, Mode: wire.ModeSet}).Source(),
+		"if not leaving then mark(k, v) end", ""),
 	scriptMutant("a set is granted where only its last key is free", (&wire.Op{Kind: wire.OpAcquire, Mode: wire.ModeSet}).Source(),
 		"local refused, again, reserved = free((ARGV[4] or ''))", "local refused, again, reserved = nil, false, false\nif redis.call('EXISTS', KEYS[#KEYS]) == 1 then refused = {-1, 'x'} end"),
 	// An unqueued set's first attempt, arriving while a set has long been
