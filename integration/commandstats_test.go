@@ -55,9 +55,24 @@ func commandStat(t testing.TB, admin *redis.Client, field string) map[string]int
 // command calls since the reset.
 func countedCycles(t *testing.T, nodes []*Node, c *redlock.Client, cycles int, check func(*redlock.Lock)) []map[string]int {
 	t.Helper()
+	try := func(ctx context.Context, keys []string) (*redlock.Lock, error) { return c.TryLock(ctx, keys[0]) }
+	return countedCyclesOf(t, nodes, c, 1, cycles, try, check)
+}
+
+// countedCyclesOf is countedCycles for a lock of n fresh keys at a time,
+// taken by try.
+func countedCyclesOf(t *testing.T, nodes []*Node, c *redlock.Client, n, cycles int, try func(context.Context, []string) (*redlock.Lock, error), check func(*redlock.Lock)) []map[string]int {
+	t.Helper()
 	ctx := t.Context()
-	cycle := func(key string) {
-		l, err := c.TryLock(ctx, key)
+	fresh := func() []string {
+		key, keys := UniqueKey(t, nodes), make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s-%d", key, i)
+		}
+		return keys
+	}
+	cycle := func(keys []string) {
+		l, err := try(ctx, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,16 +83,18 @@ func countedCycles(t *testing.T, nodes []*Node, c *redlock.Client, cycles int, c
 			t.Fatal(err)
 		}
 	}
-	first := UniqueKey(t, nodes)
+	first := fresh()
 	cycle(first)
-	waitEmpty(t, nodes, first, 10*time.Second)
+	for _, k := range first {
+		waitEmpty(t, nodes, k, 10*time.Second)
+	}
 	for _, n := range nodes {
 		if err := Admin(t, n).ConfigResetStat(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for i := range cycles {
-		cycle(fmt.Sprintf("%s-%d", UniqueKey(t, nodes), i))
+	for range cycles {
+		cycle(fresh())
 	}
 	if err := c.Close(ctx); err != nil {
 		t.Fatal(err)

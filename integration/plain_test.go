@@ -333,3 +333,32 @@ func TestQueuedMarkIsTheNodesOwn(t *testing.T) {
 		t.Fatalf("the waiter: %v", err)
 	}
 }
+
+// TestUncontendedSetIsOneScriptPerNode: an uncontended multi-key
+// TryLock+Unlock runs, on each node, one script for the acquire and one
+// for the release, and the release reads no queue (a key's value says
+// whether one may wait: wire.Queued): per key a GET and a SET, then a GET
+// and a DEL, and no EXISTS (the acquire's TIME is its keys' one expiry).
+// Until 2026-12-04 the set's release ran an EXISTS per key.
+func TestUncontendedSetIsOneScriptPerNode(t *testing.T) {
+	nodes := StartNodes(t, 3)
+	needsOwnServers(t, nodes[0]) // the counts must be this test's alone
+	c := newClient(t, Clients(t, nodes, nil))
+	const cycles, keys = 20, 3
+	try := func(ctx context.Context, keys []string) (*redlock.Lock, error) {
+		m, err := c.MultiLock(keys)
+		if err != nil {
+			return nil, err
+		}
+		return m.TryLock(ctx)
+	}
+	for i, calls := range countedCyclesOf(t, nodes, c, keys, cycles, try, nil) {
+		calls["evalsha"] += calls["eval"] // (a script sent in full once, where a node had not cached it)
+		want := map[string]int{"evalsha": 2 * cycles, "get": 2 * keys * cycles, "set": keys * cycles, "del": keys * cycles, "exists": 0}
+		for name, n := range want {
+			if calls[name] != n {
+				t.Errorf("%s: %d %s in %d cycles of %d keys, want %d (%v)", nodes[i].Addr, calls[name], name, cycles, keys, n, calls)
+			}
+		}
+	}
+}
