@@ -273,7 +273,7 @@ func TestSemaphoreWaiterWithMetadataGranted(t *testing.T) {
 		fakes := newFakeNodes(5)
 		released, attempts := attemptsAfter(fakes)
 		holderC, waiterC := newTestClient(t, fakes), newTestClient(t, fakes)
-		held, got := poolWaiters(t, holderC, WithMetadata("host=b"), waiterC)
+		held, got := poolWaiters(t, holderC, nil, WithMetadata("host=b"), waiterC)
 		released.Store(true)
 		require.NoError(t, held[slotKey("pool", 0)].Unlock(t.Context()))
 		l := <-got[0]

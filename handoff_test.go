@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,5 +245,71 @@ func TestWaitBoundedByHolderTTL(t *testing.T) {
 		_, err := c.Lock(t.Context(), "k", waitHour)
 		require.NoError(t, err)
 		require.Equal(t, 51*time.Millisecond, time.Since(start))
+	})
+}
+
+// TestWokenAcrossLeaveAndRelease: the first waiter (with a token of its
+// own: woken, not granted) gives up, and its leave is on its way when the
+// holder releases. Two nodes had the leave first, and their release wakes
+// the next waiter; two others wake the first waiter, whose leave reaches
+// them after; the fifth has not had the leave yet. No one notice's token
+// has a majority (the release's two, the leave's two), yet the key is
+// free for the next waiter on four nodes: a leave of a key reserved since
+// a release also announces that release, and the next waiter is woken at
+// once, not at its next look. (Until 2026-12-04 a fenced semaphore's
+// waiter, which left the other slots' queues, made this schedule; every
+// semaphore's waiter is granted now, and releases its place's ID there.)
+func TestWokenAcrossLeaveAndRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fakes := newFakeNodes(5)
+		ctx := t.Context()
+		holderC, firstC, nextC := newTestClient(t, fakes), newTestClient(t, fakes), newTestClient(t, fakes)
+		rkey := holderC.target("k").rkey
+		gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+		for i, f := range fakes[:3] { // the first waiter's leave waits on nodes 0, 1 and 2
+			f.hold = func(o *wire.Op) {
+				if o.Kind == wire.OpQueue && o.Quiet && o.Key == rkey && strings.HasPrefix(o.Place.ID, firstC.hand.id+".") {
+					<-gates[i]
+				}
+			}
+		}
+		held, err := holderC.TryLock(ctx, "k")
+		require.NoError(t, err)
+		synctest.Wait()
+		firstCtx, giveUp := context.WithCancel(ctx)
+		gaveUp := make(chan error, 1)
+		go func() {
+			_, err := firstC.Lock(firstCtx, "k", waitHour, WithToken("first"))
+			gaveUp <- err
+		}()
+		synctest.Wait()
+		time.Sleep(time.Millisecond)
+		got := make(chan *Lock, 1)
+		go func() {
+			l, err := nextC.Lock(ctx, "k", waitHour, WithToken("next"))
+			assert.NoError(t, err)
+			got <- l
+		}()
+		synctest.Wait()
+		giveUp()
+		require.ErrorIs(t, <-gaveUp, context.Canceled)
+		synctest.Wait() // its leave ran on nodes 3 and 4
+		require.NoError(t, held.Unlock(ctx))
+		synctest.Wait()
+		require.Empty(t, got, "woken before the key was free for it on a majority")
+
+		at := time.Now()
+		close(gates[0])
+		close(gates[1])
+		synctest.Wait()
+		select {
+		case next := <-got:
+			require.Zero(t, time.Since(at))
+			require.Equal(t, "next", next.Token())
+			require.NoError(t, next.Unlock(ctx))
+		default:
+			t.Fatal("the next waiter was not woken: the key is free for it on 4 nodes of 5")
+		}
+		close(gates[2])
 	})
 }

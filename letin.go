@@ -65,8 +65,8 @@ import (
 // read-write lock's writer, a semaphore's (a slot) or a set's (each key
 // by its release: the set holds where every key is granted), without a
 // token of its own (it would hold by its place's ID); with fencing, a
-// one-key mutex's or a writer's only (fencedGrant), whose holder's
-// release hands out its fencing token; with metadata too: its looks keep
+// one-key mutex's, a writer's or a semaphore's only (fencedGrant), whose
+// holder's release hands out its fencing token; with metadata too: its looks keep
 // its metadata on the nodes (wire's queueSrc, queueMultiSrc), which the
 // grant sets beside its ID (since 2026-12-03; a node whose kept value
 // lapsed wakes it to attempt instead). An election's candidate too: its
@@ -81,7 +81,8 @@ func grantable(t target, lc *lockConfig) bool {
 }
 
 // fencedGrant reports whether a fenced waiter for t may be granted the key
-// by a release: a one-key mutex's (not a semaphore's) or a read-write
+// by a release: a one-key mutex's, a semaphore's (a slot, each a mutex
+// key with a counter of its own; since 2026-12-04) or a read-write
 // lock's writer, whose holder's release proposes the waiter's fencing
 // token (Unlock; a reader's release proposes none). A node names it
 // with the grant only where it is above the node's fence counter, which
@@ -89,7 +90,7 @@ func grantable(t target, lc *lockConfig) bool {
 // majority name it (docs/fencing.md); a grant that names none keeps the
 // key for the waiter's attempt.
 func fencedGrant(t target) bool {
-	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite || t.mode == wire.ModeElection) && t.rkeys == nil && t.slots == nil
+	return (t.mode == wire.ModeMutex || t.mode == wire.ModeWrite || t.mode == wire.ModeElection) && t.rkeys == nil
 }
 
 // isGrantee reports whether id is the place of a writer a release may

@@ -168,10 +168,11 @@ func readNodesEvery(nodes []*Node, period time.Duration, read func(ctx context.C
 
 // fencedAndGranted runs a chaos run twice: fenced, and with the default
 // options, when some acquisitions must be held by a place's ID (the run
-// tests the grant by release). Fenced, a set's or a permit's waiters
-// attempt, never granted (none may be held by a place's ID); a writer
-// behind a fenced writer is granted by its release, with the fencing
-// token it proposed (fencedGrants: some must be). run returns how many of
+// tests the grant by release). Fenced, a set's waiters attempt, never
+// granted (none may be held by a place's ID); a writer behind a fenced
+// writer, and a permit's waiter behind a fenced permit (since
+// 2026-12-04), is granted by its release, with the fencing token it
+// proposed (fencedGrants: some must be). run returns how many of
 // its acquisitions (what) were held by a place's ID.
 func fencedAndGranted(t *testing.T, what string, fencedGrants bool, run func(*testing.T, ...redlock.Option) int64) {
 	t.Run("fenced", func(t *testing.T) {

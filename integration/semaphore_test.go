@@ -103,10 +103,11 @@ func TestSemaphoreCheckerCanary(t *testing.T) {
 // each slot the lock's checker: no overlap, fencing tokens in order; and
 // waiters are served in turn: the least served of the workers whose
 // Client is never cut off gets at least half their mean (fairShare).
-// Twice: fenced, where waiters attempt the slot a release frees, and with
-// the default options, where the release grants it to the first waiter
-// (which must then happen: some permits are held by a place's ID).
-func TestChaosSemaphore(t *testing.T) { fencedAndGranted(t, "permits", false, chaosSemaphore) }
+// Twice: fenced, and with the default options; in both the release
+// grants the slot it frees to the first waiter (fenced, with a token
+// above the released permit's: since 2026-12-04), which must then happen:
+// some permits are held by a place's ID.
+func TestChaosSemaphore(t *testing.T) { fencedAndGranted(t, "permits", true, chaosSemaphore) }
 
 // chaosSemaphore is TestChaosSemaphore's run, the workers' semaphores
 // with opts; it returns how many permits were held by a place's ID
