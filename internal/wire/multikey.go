@@ -82,21 +82,21 @@ if not any then
 	return st
 end
 ` + queueLua + `
-local plan = {} -- by key of mine: its live first waiter {queue, lease, ID, lease left, kept value, granted}, read before any is granted
+local plan = {} -- by key of mine with a live first waiter: its queue's keys, the waiter and its lease left, its kept value, and whether the release grants it the key; read before any is granted
 for i, k in ipairs(mine) do
 	if queued[i] then
 		local q, l = qkeys(k)
 		local h, left = head(q, l, now())
 		if h then
 			local meta = grants(h) and not elects(h) and valueOf(h, k) -- (false: woken)
-			plan[i] = {q, l, h, left, meta, ARGV[3] ~= '' and grants(h) and not ARGV[4] and meta ~= false}
+			plan[i] = {q = q, l = l, h = h, left = left, meta = meta, granted = ARGV[3] ~= '' and grants(h) and not ARGV[4] and meta ~= false}
 		end
 	end
 end
 local function restOf(x, i) -- for grantRest at key i: the keys before it this release grants set x; false where it grants x a key after it too (its rest waits for that one)
 	local skip = {}
 	for j, o in ipairs(mine) do
-		if plan[j] and plan[j][6] and plan[j][3] == x then
+		if plan[j] and plan[j].granted and plan[j].h == x then
 			if j > i then return false end
 			skip[o] = true
 		end
@@ -106,17 +106,17 @@ end
 local named = false
 for i, k in ipairs(mine) do
 	local p = plan[i]
-	if p and p[6] then
-		local h = p[3]
+	if p and p.granted then
+		local h = p.h
 		if isSet(h) then grantRest(ARGV[3], h, k, restOf(h, i)) end -- (their notices first)
-		grant(ARGV[3], p[1], p[2], h, p[4], k, nil, p[5])
+		grant(ARGV[3], p.q, p.l, h, p.left, k, nil, p.meta)
 	elseif p then
-		reserve(p[4], k, ARGV[3] ~= '' and ARGV[1] or nil)
-		if ARGV[3] ~= '' then wakeFront(ARGV[3], p[3], ARGV[1], k) end
+		reserve(p.left, k, ARGV[3] ~= '' and ARGV[1] or nil)
+		if ARGV[3] ~= '' then wakeFront(ARGV[3], p.h, ARGV[1], k) end
 	else
 		redis.call('DEL', k)
 	end
-	named = named or p and p[3]
+	named = named or p and p.h
 end
 if named and st == 1 then return {1, named} end
 return st
