@@ -209,8 +209,14 @@ func (c *Client) judgeLook(w *waiter, sent time.Time, rs ...*round) (int, tryFai
 	// attempt's refusal names no holder: this look is the first to see).
 	// A holder on a bare majority with a node silent looks the same: each
 	// such look in a row doubles the bound, so that a long holding costs a
-	// few looks, not one every two rounds.
-	if slices.ContainsFunc(rs, func(r *round) bool { return splitSeen(r, c.quorum()) }) {
+	// few looks, not one every two rounds. Only the waiter the key's
+	// queue would let in looks: a one-key waiter another is first before
+	// on every node that answered is not one (see splitSeen).
+	me := w.ID
+	if w.t.multiKey() {
+		me = "" // (a set's Head is its ID only where it is first on every key)
+	}
+	if slices.ContainsFunc(rs, func(r *round) bool { return splitSeen(r, c.quorum(), me) }) {
 		f.hint = jitter(time.Microsecond, 2*time.Since(sent)<<min(w.splits, 20)+time.Microsecond)
 		w.splits++
 		return -1, f
@@ -316,14 +322,24 @@ func keyHolder(res wire.Result, i int) string {
 // again at once looked again within two rounds at most hand-offs, seeing
 // the next holder's attempt half landed: 1.35–1.37 queue scripts per node
 // per acquisition in the contention measure, where one is the join.
-func splitSeen(r *round, quorum int) bool {
+//
+// With id, a one-key waiter's place ID, the key must also have id first
+// in its queue on some node that answered, or be granted to id there: a
+// split's take-back leaves the key to the queue's first waiter, and only
+// that waiter's look can act on it (a later waiter's wakes nobody, and it
+// is told when the waiters ahead of it have gone). Before 2026-12-04 every
+// waiter looked again: a semaphore's slots change hands often, and its
+// waiters' looks found a slot's grant by release half landed at 0.5–0.7
+// looks (of every slot) per permit, with 16 processes (docs/performance.md).
+func splitSeen(r *round, quorum int, id string) bool {
 	answered, held, mine, other := 0, 0, 0, 0
-	most := 0
+	most, ahead := 0, id == ""
 	for _, res := range r.results {
 		if !res.Answered || res.Status == wire.StatusFailed {
 			continue
 		}
 		answered++
+		ahead = ahead || res.Head == id || res.Value == id || res.Status == wire.StatusOK
 		switch {
 		case res.Status == wire.StatusHeld && res.Value != "":
 			held++
@@ -337,7 +353,7 @@ func splitSeen(r *round, quorum int) bool {
 	if other > 0 && mine == 0 {
 		return false
 	}
-	return held > 0 && answered >= quorum && most < quorum
+	return ahead && held > 0 && answered >= quorum && most < quorum
 }
 
 // countHolder returns how many results name token as the key's holder.
