@@ -80,6 +80,9 @@ type fairRound struct {
 	// ServerCPU: the servers' CPU time per acquisition (see env.cpu), what the
 	// primitive's hand-offs cost the nodes (every script, look and notice).
 	ServerCPU time.Duration
+	// NodeScripts: the scripts each node ran per acquisition (see
+	// env.scripts; the mean of the 5 nodes).
+	NodeScripts float64
 	// Kinds: a read-write lock's gaps by what they follow (nil for the
 	// other primitives).
 	Kinds *rwKinds `json:",omitempty"`
@@ -202,6 +205,10 @@ func fairRun(ctx context.Context, e *env, p primitive, n int, prefix string, d t
 	failed.Store(0)
 	f := &fairness{deadline: time.Now().Add(d)}
 	var wg sync.WaitGroup
+	scripts0, err := e.scripts(ctx, 5)
+	if err != nil {
+		return fairRound{}, err
+	}
 	_, s0 := e.cpu()
 	for i, l := range lockers {
 		wg.Go(func() { f.work(ctx, i, l) })
@@ -211,9 +218,14 @@ func fairRun(ctx context.Context, e *env, p primitive, n int, prefix string, d t
 	if f.err != nil {
 		return fairRound{}, f.err
 	}
+	scripts1, err := e.scripts(ctx, 5)
+	if err != nil {
+		return fairRound{}, err
+	}
 	r := f.figures(n, d, failed.Load())
 	if len(f.acqs) > 0 {
 		r.ServerCPU = (s1 - s0) / time.Duration(len(f.acqs))
+		r.NodeScripts = float64(scripts1-scripts0) / 5 / float64(len(f.acqs))
 	}
 	return r, ctx.Err()
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -211,6 +213,48 @@ func lockKeys(ctx context.Context, addr string) ([]string, error) {
 		}
 	}
 	return out, iter.Err()
+}
+
+// scripts returns how many scripts (EVALSHA and EVAL calls) the first n
+// lock nodes have run since they started, from INFO commandstats: what a
+// primitive's acquisitions cost the nodes, counted the way a node counts
+// them (a look, a release, an extension, a refused attempt: one each).
+func (e *env) scripts(ctx context.Context, n int) (int64, error) {
+	var total int64
+	for _, s := range e.nodes[:n] {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+		info, err := rc.Info(ctx, "commandstats").Result()
+		rc.Close()
+		if err == nil {
+			var c int64
+			c, err = evalCalls(info)
+			total += c
+		}
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", s.Addr, err)
+		}
+	}
+	return total, nil
+}
+
+// evalCalls returns the calls of EVALSHA and EVAL in the text of INFO
+// commandstats (lines such as "cmdstat_evalsha:calls=12,usec=…").
+func evalCalls(info string) (int64, error) {
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval")
+		if !ok || !strings.HasPrefix(rest, ":") && !strings.HasPrefix(rest, "sha:") {
+			continue
+		}
+		_, after, _ := strings.Cut(rest, "calls=")
+		calls, _, _ := strings.Cut(after, ",")
+		c, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("commandstats %q: %w", line, err)
+		}
+		total += c
+	}
+	return total, nil
 }
 
 // cpu returns the CPU time used so far by this process and by the servers.

@@ -44,9 +44,10 @@ type fairRow struct {
 func summarizeFairness(name string, rs []fairRound) fairRow {
 	var per, att, order, least []float64
 	var g50, g99, a99, cpu []time.Duration
-	var alone []float64
+	var alone, scripts []float64
 	errs := 0
 	for _, f := range rs {
+		scripts = append(scripts, f.NodeScripts)
 		per, att, order, least = append(per, f.PerSec), append(att, f.Attempts), append(order, f.InOrder), append(least, f.Least)
 		g50, g99 = append(g50, f.GapP50), append(g99, f.GapP99)
 		alone, a99 = append(alone, f.Alone), append(a99, f.AloneGap99)
@@ -55,7 +56,7 @@ func summarizeFairness(name string, rs []fairRound) fairRow {
 	}
 	return fairRow{Name: name, fairRound: fairRound{PerSec: median(per), Attempts: median(att), InOrder: median(order), Least: median(least),
 		GapP50: median(g50), GapP99: median(g99), Alone: median(alone), AloneGap99: median(a99), Errors: errs, ServerCPU: median(cpu),
-		Kinds: summarizeKinds(rs)}}
+		NodeScripts: median(scripts), Kinds: summarizeKinds(rs)}}
 }
 
 // summarizeKinds is the medians over the rounds of a read-write lock's

@@ -197,3 +197,20 @@ func TestRoundOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalCalls: the scripts a node ran are its EVALSHA and EVAL calls in
+// INFO commandstats, and nothing else (not EVALSHA_RO, nor the commands
+// the scripts call).
+func TestEvalCalls(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_zadd:calls=900,usec=1200,usec_per_call=1.33,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha:calls=120,usec=9000,usec_per_call=75.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha_ro:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_eval:calls=3,usec=300,usec_per_call=100.00,rejected_calls=0,failed_calls=0\r\n"
+	if got, err := evalCalls(info); err != nil || got != 123 {
+		t.Fatalf("evalCalls = %d, %v; want 123", got, err)
+	}
+	if _, err := evalCalls("cmdstat_evalsha:calls=x,usec=1\r\n"); err == nil {
+		t.Fatal("a malformed count was read as a number")
+	}
+}
