@@ -210,8 +210,8 @@ func (c *Client) judgeLook(w *waiter, sent time.Time, rs ...*round) (int, tryFai
 	// A holder on a bare majority with a node silent looks the same: each
 	// such look in a row doubles the bound, so that a long holding costs a
 	// few looks, not one every two rounds. Only the waiter the key's
-	// queue would let in looks: a one-key waiter another is first before
-	// on every node that answered is not one (see splitSeen).
+	// queue would let in looks so: not a one-key waiter with another
+	// ahead of it on every node that answered (see splitSeen).
 	me := w.ID
 	if w.t.multiKey() {
 		me = "" // (a set's Head is its ID only where it is first on every key)
@@ -326,8 +326,8 @@ func keyHolder(res wire.Result, i int) string {
 // With id, a one-key waiter's place ID, the key must also have id first
 // in its queue on some node that answered, or be granted to id there: a
 // split's take-back leaves the key to the queue's first waiter, and only
-// that waiter's look can act on it (a later waiter's wakes nobody, and it
-// is told when the waiters ahead of it have gone). Before 2026-12-04 every
+// that waiter's look can act on it (a later waiter's look lets it in
+// nowhere, and it is told when the waiters ahead of it have gone). Before 2026-12-04 every
 // waiter looked again: a semaphore's slots change hands often, and its
 // waiters' looks found a slot's grant by release half landed at 0.5–0.7
 // looks (of every slot) per permit, with 16 processes (docs/performance.md).
