@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 		// on its output for 3 minutes, created by ToxicLink.Start; and the
 		// link's own reader, stream.(*ChanWriter).Write, blocked on its send
 		// for 5 minutes in the CI run of 2026-12-04, 05:08, beside a CPU
-		// hog: a node's reply that came while its link was cut, whose
+		// hog: most likely a node's reply that came while its link was cut, whose
 		// chain of toxics was torn down unread). go-redis
 		// redials a dead node from a goroutine that sleeps a second between
 		// tries and notices its pool was closed only after the sleep.
