@@ -327,10 +327,11 @@ func keyHolder(res wire.Result, i int) string {
 // in its queue on some node that answered, or be granted to id there: a
 // split's take-back leaves the key to the queue's first waiter, and only
 // that waiter's look can act on it (a later waiter's look lets it in
-// nowhere, and it is told when the waiters ahead of it have gone). Before 2026-12-04 every
-// waiter looked again: a semaphore's slots change hands often, and its
-// waiters' looks found a slot's grant by release half landed at 0.5–0.7
-// looks (of every slot) per permit, with 16 processes (docs/performance.md).
+// nowhere, and it is told when the waiters ahead of it have gone). Before
+// 2026-12-04 every waiter looked again: a semaphore's slots change hands
+// often, and its waiters' looks found a slot's grant by release half
+// landed at 0.5–0.7 looks (of every slot) per permit, with 16 processes
+// (docs/performance.md).
 func splitSeen(r *round, quorum int, id string) bool {
 	answered, held, mine, other := 0, 0, 0, 0
 	most, ahead := 0, id == ""
@@ -339,7 +340,7 @@ func splitSeen(r *round, quorum int, id string) bool {
 			continue
 		}
 		answered++
-		ahead = ahead || res.Head == id || res.Value == id || res.Status == wire.StatusOK
+		ahead = ahead || res.Head == id || res.Value == id
 		switch {
 		case res.Status == wire.StatusHeld && res.Value != "":
 			held++
@@ -353,7 +354,7 @@ func splitSeen(r *round, quorum int, id string) bool {
 	if other > 0 && mine == 0 {
 		return false
 	}
-	return ahead && held > 0 && answered >= quorum && most < quorum
+	return (ahead || mine > 0) && held > 0 && answered >= quorum && most < quorum
 }
 
 // countHolder returns how many results name token as the key's holder.
