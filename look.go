@@ -328,10 +328,9 @@ func keyHolder(res wire.Result, i int) string {
 // split's take-back leaves the key to the queue's first waiter, and only
 // that waiter's look can act on it (a later waiter's look lets it in
 // nowhere, and it is told when the waiters ahead of it have gone). Before
-// 2026-12-04 every waiter looked again: a semaphore's slots change hands
-// often, and its waiters' looks found a slot's grant by release half
-// landed at 0.5–0.7 looks (of every slot) per permit, with 16 processes
-// (docs/performance.md).
+// 2026-12-04 every waiter looked again: a semaphore's waiters found a
+// slot's grant by release half landed at 0.5–0.7 looks (of every slot)
+// per permit, with 16 processes (docs/performance.md).
 func splitSeen(r *round, quorum int, id string) bool {
 	answered, held, mine, other := 0, 0, 0, 0
 	most, ahead := 0, id == ""
