@@ -42,10 +42,16 @@ func Example() {
 	// Release even if ctx has been cancelled by then.
 	defer lock.Unlock(context.WithoutCancel(ctx))
 
-	// Check the lock is still valid before each step that needs it.
+	// Check the lock before each step that needs it, and extend it where
+	// the step needs more than is left. A Lock that waited may return a
+	// lock the holder's release granted, valid at first for less than a
+	// waiter lease (1 s by default): it extends itself to its TTL in the
+	// background a round later.
 	if lock.Validity() < time.Second {
-		log.Print("too little time left")
-		return
+		if err := lock.Extend(ctx, 30*time.Second); err != nil {
+			log.Print("lock lost: ", err)
+			return
+		}
 	}
 	fmt.Println("producing the report")
 }

@@ -99,7 +99,9 @@ func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 // Validity returns how long the lock remains valid: 0 once it has expired,
 // was released, or a failed Extend found it expired or taken over. It is a
 // local, conservative estimate on this process's monotonic clock that
-// already deducts drift.
+// already deducts drift. A lock that a release granted to a waiting Lock
+// is valid at first for at most a waiter lease, until its extension to
+// its TTL, in the background, is back (see [Client.Lock]).
 func (l *Lock) Validity() time.Duration {
 	return max(time.Until(l.validUntil()), 0)
 }

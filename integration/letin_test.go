@@ -150,17 +150,7 @@ func TestWriterGrantedByRelease(t *testing.T) {
 		})
 	}()
 	waitUntil(t, 10*time.Second, "the second waiter queued on every node", queuedOnEvery(t, holder, key, 2))
-	heardBy(t, nodes, key)
-	if err := h.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l := <-got
-	if l == nil {
-		t.FailNow()
-	}
-	if !strings.Contains(l.Token(), ".wi") {
-		t.Errorf("token %q: not a granted place's ID", l.Token())
-	}
+	l := grantedAfter(t, nodes, key, got, h)
 	waitUntil(t, 10*time.Second, "the extension to the TTL", func() bool { return l.Validity() > time.Second })
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -178,6 +168,73 @@ func TestWriterGrantedByRelease(t *testing.T) {
 		checkLetInNodes(t, e, len(nodes))
 	}
 	noKeysLeft(t, nodes, key)
+}
+
+// TestGrantedLockExtendsForAStep is the README's loop on a Lock that
+// waited: with the README's node options and default options but its
+// 30 s TTL, the holder's release grants the waiting Lock the key, which
+// returns valid for less than a waiter lease (1 s), as Client.Lock's doc
+// says; a step that needs a second extends it at once (racing the
+// extension the lock sends itself in the background), and then holds
+// more than a second.
+func TestGrantedLockExtendsForAStep(t *testing.T) {
+	nodes := StartNodes(t, 5)
+	key := UniqueKey(t, nodes)
+	holder := newClient(t, Clients(t, nodes, readmeNodes))
+	waiter := newClient(t, Clients(t, nodes, readmeNodes))
+	ctx := t.Context()
+	ttl := redlock.WithTTL(30 * time.Second)
+	h, err := holder.Lock(ctx, key, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := waiter.Lock(ctx, key, ttl)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	waitUntil(t, 10*time.Second, "the waiter queued on every node", queuedOnEvery(t, holder, key, 1))
+	l := grantedAfter(t, nodes, key, got, h)
+	v := l.Validity()
+	if v <= 0 || v > time.Second {
+		t.Errorf("granted by the release with %v of validity, want (0, 1s]: a waiter lease at most", v)
+	}
+	if l.Validity() < time.Second { // the README's step check
+		if err := l.Extend(ctx, 30*time.Second); err != nil {
+			t.Fatalf("Extend right after a granted Lock: %v", err)
+		}
+	}
+	if v := l.Validity(); v <= time.Second {
+		t.Errorf("%v of validity after Extend, want more than the step's second", v)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noKeysLeft(t, nodes, key)
+}
+
+// grantedAfter releases the holders hs, once every node has heard the
+// waiters queued at key (heardBy), and returns the Lock got delivers,
+// which a release must have granted: its token is its place's ID.
+func grantedAfter(t *testing.T, nodes []*Node, key string, got <-chan *redlock.Lock, hs ...*redlock.Lock) *redlock.Lock {
+	t.Helper()
+	heardBy(t, nodes, key)
+	for _, h := range hs {
+		if err := h.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if !strings.Contains(l.Token(), ".wi") {
+		t.Fatalf("token %q: not a granted place's ID", l.Token())
+	}
+	return l
 }
 
 // TestWriterGrantedByLastReader: with default options, a read-write
@@ -226,19 +283,7 @@ func TestWriterGrantedByLastReader(t *testing.T) {
 		}
 		return true
 	})
-	heardBy(t, nodes, "rw:"+key)
-	for _, r := range held {
-		if err := r.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w := <-got
-	if w == nil {
-		t.FailNow()
-	}
-	if !strings.Contains(w.Token(), ".wi") {
-		t.Errorf("token %q: not a granted place's ID", w.Token())
-	}
+	w := grantedAfter(t, nodes, "rw:"+key, got, held...)
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
