@@ -142,8 +142,8 @@ func (m *MultiLock) TryLock(ctx context.Context) (*Lock, error) {
 }
 
 // Lock locks every key, waiting as long as ctx allows, in the wait queue of
-// every key as [Client.Lock] waits in its key's. Errors are those of
-// Client.Lock.
+// every key as [Client.Lock] waits in its key's. Errors, and the short
+// first validity of a lock the releases granted, are those of Client.Lock.
 func (m *MultiLock) Lock(ctx context.Context) (*Lock, error) {
 	lc := m.lc
 	return m.lock(ctx, &lc)

@@ -58,7 +58,8 @@ func (c *Client) RWMutex(name string, opts ...Option) (*RWMutex, error) {
 
 // Lock takes the write side, waiting as long as ctx allows, in the key's
 // wait queue as [Client.Lock] does (readers count as holders: the writer
-// waits for the last of them). Errors are those of Client.Lock.
+// waits for the last of them). Errors, and the short first validity of a
+// lock a release granted, are those of Client.Lock.
 func (m *RWMutex) Lock(ctx context.Context) (*Lock, error) {
 	lc := m.lc
 	return m.lock(ctx, &lc)
@@ -76,7 +77,8 @@ func (m *RWMutex) TryLock(ctx context.Context) (*Lock, error) {
 // RLock takes the read side, waiting as long as ctx allows in the key's
 // wait queue, as [Client.Lock] does: it enters with the readers around it
 // once no writer holds or waits ahead of it, woken by the release that
-// lets it in. Errors are those of Client.Lock.
+// lets it in. Errors, and the short first validity of a reader let in,
+// are those of Client.Lock.
 func (m *RWMutex) RLock(ctx context.Context) (*Lock, error) {
 	lc := m.lc
 	return m.rlock(ctx, &lc)

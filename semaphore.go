@@ -87,7 +87,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context) (*Lock, error) {
 // slots, and if every slot is held, waits in line: one place in the wait
 // queue of every slot, so that waiters are served in the order they came,
 // each from whichever slot frees first (its release wakes the first
-// waiter). Errors are those of [Client.Lock].
+// waiter). Errors, and the short first validity of a permit a release
+// granted, are those of [Client.Lock].
 func (s *Semaphore) Acquire(ctx context.Context) (*Lock, error) {
 	return s.acquire(ctx, &s.lc)
 }
