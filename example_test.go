@@ -46,7 +46,7 @@ func Example() {
 	// the step needs more than is left. A Lock that waited may return a
 	// lock the holder's release granted, valid at first for less than a
 	// waiter lease (1 s by default): it extends itself to its TTL in the
-	// background a round later.
+	// background once a tenth of that has passed.
 	if lock.Validity() < time.Second {
 		if err := lock.Extend(ctx, 30*time.Second); err != nil {
 			log.Print("lock lost: ", err)

@@ -141,3 +141,39 @@ func (l *Lock) proclaimOp(meta string, term int64) (*wire.Op, time.Duration) {
 	defer l.mu.Unlock()
 	return o, l.ttl
 }
+
+// letInExtendAfter divides a let-in's validity: the part of it that passes
+// before its extension to its TTL is sent (extendLetIn).
+const letInExtendAfter = 10
+
+// extendLetIn extends l, a let-in that is not auto-extended, to ttl once a
+// tenth of its validity (about 60–100 ms by default) has passed, in the
+// background, unless the Client closes first: a lock released or extended
+// by then needs none, and most holdings of a contended lock, which is how
+// a lock comes to be granted by a release, are over by then. An extension
+// sent at once cost every node a script on every such acquisition
+// (docs/performance.md, "A let-in extends after a tenth of its
+// validity"). Nine tenths of the validity are left for its round, as an
+// auto-extended lock has TTL/10 for its last.
+func (c *Client) extendLetIn(ctx context.Context, l *Lock, ttl time.Duration) {
+	until := l.validUntil()
+	wait := time.Until(until) / letInExtendAfter
+	c.bg.Go(func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.closed:
+			return // Close releases it
+		}
+		if l.validUntil().Equal(until) { // (released: extend refuses; extended: it holds longer)
+			_ = l.extend(context.WithoutCancel(ctx), ttl)
+		}
+	})
+}
+
+// letInExtendWithin is the least time an auto-extended let-in's first
+// extension must have before the lock's end point for the extension to be
+// made after Lock returns (see takeLetIn): a majority that answers slower
+// would have made the hand-off that slow anyway.
+const letInExtendWithin = 100 * time.Millisecond

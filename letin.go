@@ -40,8 +40,9 @@ import (
 //     release of a place's ID also takes the place out of the queue, so
 //     no later release lets it in again.
 //
-// The lock then extends to its TTL, off the Lock call's path: until
-// then its validity is less than a lease (1 s by default).
+// The lock then extends to its TTL, off the Lock call's path, once a
+// tenth of its validity has passed (extendLetIn): until then its validity
+// is less than a lease (1 s by default).
 //
 // A writer granted the key by a release is the same on the Client's side
 // (docs/design.md, "A writer granted the key by the release"): where a
@@ -340,8 +341,7 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 		return nil
 	}
 	if !lc.autoExtend {
-		ttl := lc.ttl
-		c.bg.Go(func() { _ = l.extend(context.WithoutCancel(ctx), ttl) })
+		c.extendLetIn(ctx, l, lc.ttl)
 	}
 	// Its place on the nodes that did not let it in yet stays: a release
 	// there lets it in too (in its own name, which its Unlock releases),
@@ -350,12 +350,6 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 	// still on their way.
 	return l
 }
-
-// letInExtendWithin is the least time an auto-extended let-in's first
-// extension must have before the lock's end point for the extension to be
-// made after Lock returns (see takeLetIn): a majority that answers slower
-// would have made the hand-off that slow anyway.
-const letInExtendWithin = 100 * time.Millisecond
 
 // letInLock returns the lock w's admissions make, if they count on a
 // majority with validity left, with those admissions, and notes that w

@@ -86,3 +86,57 @@ func TestAutoExtendedLetInFirstExtensionFails(t *testing.T) {
 		require.ErrorIs(t, l.Err(), ErrExpired)
 	})
 }
+
+// grantedLetIn is, in a bubble over 5 fake nodes with default options, a
+// Lock granted the key by the holder's release, and a count of the
+// extensions the nodes received since that release.
+func grantedLetIn(t *testing.T, ttl time.Duration) (*Lock, *atomic.Int32) {
+	fakes := newFakeNodes(5)
+	var released atomic.Bool
+	extensions := new(atomic.Int32)
+	for _, f := range fakes {
+		f.hold = func(o *wire.Op) {
+			if o.Kind == wire.OpExtend && released.Load() {
+				extensions.Add(1)
+			}
+		}
+	}
+	a, b := newTestClient(t, fakes), newTestClient(t, fakes)
+	held, err := a.Lock(t.Context(), "k", WithTTL(ttl))
+	require.NoError(t, err)
+	l := handedTo(t, held, &released, func(ctx context.Context) (*Lock, error) { return b.Lock(ctx, "k", WithTTL(ttl)) })
+	require.True(t, isGrantee(l.Token()), "not granted by the release: held with %q", l.Token())
+	require.Less(t, l.Validity(), time.Second, "a let-in's validity is under a lease")
+	return l, extensions
+}
+
+// TestLetInExtendsAfterATenth: a Lock granted the key by a release
+// extends itself to its TTL once a tenth of its first validity has passed
+// (extendLetIn); one released before then sends no extension at all.
+func TestLetInExtendsAfterATenth(t *testing.T) {
+	const ttl = 10 * time.Second
+	t.Run("held", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, extensions := grantedLetIn(t, ttl)
+			defer func() { _ = l.Unlock(context.Background()) }()
+			v := l.Validity()
+			time.Sleep(v/letInExtendAfter - time.Millisecond)
+			synctest.Wait()
+			require.Zero(t, extensions.Load(), "extended before a tenth of its validity passed")
+			time.Sleep(2 * time.Millisecond)
+			synctest.Wait()
+			require.Equal(t, int32(5), extensions.Load(), "not extended once a tenth of its validity passed")
+			require.Greater(t, l.Validity(), ttl/2, "not extended to its TTL")
+		})
+	})
+	t.Run("released before", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			l, extensions := grantedLetIn(t, ttl)
+			time.Sleep(l.Validity() / letInExtendAfter / 2)
+			require.NoError(t, l.Unlock(t.Context()))
+			time.Sleep(time.Second)
+			synctest.Wait()
+			require.Zero(t, extensions.Load(), "a lock released before its extension was due sent one")
+		})
+	})
+}

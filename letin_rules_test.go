@@ -16,7 +16,7 @@ import (
 // The Client's rules for a reader let in by a writer's release, and a
 // writer granted the key by a release (letin.go), each a schedule built
 // to break it. The simulator did not catch these three within its budget
-// (docs/testing.md): the lock extends to its TTL at once, and only a
+// (docs/testing.md): the lock extends to its TTL soon, and only a
 // failed extension leaves a validity claimed too long exposed to a second
 // holder. Since its check that a valid Lock is backed by a majority of
 // nodes (2026-12-03) it catches the two validity rules' mutants, and the

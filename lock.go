@@ -101,7 +101,8 @@ func (l *Lock) Fence() uint64 { return uint64(l.fence) }
 // local, conservative estimate on this process's monotonic clock that
 // already deducts drift. A lock that a release granted to a waiting Lock
 // is valid at first for at most a waiter lease, until its extension to
-// its TTL, in the background, is back (see [Client.Lock]).
+// its TTL, sent in the background a little later, is back (see
+// [Client.Lock]).
 func (l *Lock) Validity() time.Duration {
 	return max(time.Until(l.validUntil()), 0)
 }

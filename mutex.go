@@ -28,9 +28,10 @@ import (
 // A Lock that waited is usually granted the key by the holder's release,
 // in one round: it then returns a lock valid for at most a waiter lease
 // (1 s by default, [WithWaiterLease]) and no more than its TTL, which
-// extends itself to its TTL in the background a round later ([Lock.Validity]
-// says how long it holds at each moment). Before a step that needs more
-// than the validity left, call [Lock.Extend].
+// extends itself to its TTL in the background once a tenth of that
+// validity has passed, unless it was released or extended by then
+// ([Lock.Validity] says how long it holds at each moment). Before a step
+// that needs more than the validity left, call [Lock.Extend].
 //
 // It stops waiting at once when so many nodes fail for good that no
 // majority is possible ([ErrUnusable]). On failure the error is a
