@@ -154,7 +154,8 @@ const letInExtendAfter = 10
 // sent at once cost every node a script on every such acquisition
 // (docs/performance.md, "A let-in extends after a tenth of its
 // validity"). Nine tenths of the validity are left for its round, as an
-// auto-extended lock has TTL/10 for its last.
+// auto-extended lock has TTL/10 for its last. An auto-extended let-in's
+// extender waits as long before its first (extendLoop).
 func (c *Client) extendLetIn(ctx context.Context, l *Lock, ttl time.Duration) {
 	until := l.validUntil()
 	wait := time.Until(until) / letInExtendAfter
@@ -173,7 +174,8 @@ func (c *Client) extendLetIn(ctx context.Context, l *Lock, ttl time.Duration) {
 }
 
 // letInExtendWithin is the least time an auto-extended let-in's first
-// extension must have before the lock's end point for the extension to be
-// made after Lock returns (see takeLetIn): a majority that answers slower
-// would have made the hand-off that slow anyway.
+// extension, due once a tenth of its validity has passed, must have before
+// the lock's end point for the extension to be made after Lock returns
+// (see takeLetIn): a majority that answers slower would have made the
+// hand-off that slow anyway.
 const letInExtendWithin = 100 * time.Millisecond

@@ -311,8 +311,8 @@ func (h *handoff) mayCount(w *waiter, a *admits) bool {
 // semaphore's waiter's permit (the slot granted); and extends it to its
 // TTL in the background. An auto-extended lock (Do, an election's) ends
 // TTL/10 before its validity, which a let-in's, under a lease, may not
-// leave: until its first extension, which its extender makes at once, it
-// ends a tenth of its validity before instead; one whose validity leaves
+// leave: until its first extension, which its extender makes once a tenth
+// of that validity has passed, it ends a tenth of it before instead; one whose validity leaves
 // that extension less than letInExtendWithin (or its node timeout, if
 // less) is extended before it is returned. (Until 2026-12-03 every
 // auto-extended let-in was: a hand-off by grant to Do or to a candidate
@@ -329,7 +329,7 @@ func (c *Client) takeLetIn(ctx context.Context, t target, lc *lockConfig, w *wai
 		c.emit(Event{Kind: EventAcquire, Context: ctx, Key: l.key, Read: l.reader(), Attempt: n, Queued: w.Place.Time(), LetIn: true, Duration: time.Since(l.acquired), Validity: l.Validity(), Nodes: c.letInNodes(a)})
 	}
 	if ttl := min(lc.ttl, time.Until(l.acquired.Add(lc.maxHold))); lc.autoExtend && ttl >= minTTL {
-		if v := l.Validity(); v-v/endMarginDivisor > min(c.nodeTimeout(ttl), letInExtendWithin) {
+		if v := l.Validity(); v-v/endMarginDivisor-v/letInExtendAfter > min(c.nodeTimeout(ttl), letInExtendWithin) {
 			l.margin = v / endMarginDivisor
 		} else if err := l.extend(ctx, ttl); err != nil {
 			_ = l.Unlock(context.WithoutCancel(ctx)) // its admissions go: it attempts

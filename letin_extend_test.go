@@ -15,7 +15,8 @@ import (
 // the key by the holder's release returns without an extension round of
 // its own (until 2026-12-03 it extended before returning: a hand-off to
 // Do or to an election's candidate was two rounds); its extender extends
-// it to the TTL at once, after which its end margin is TTL/10 again.
+// it to the TTL once a tenth of its validity has passed (at once until
+// 2026-12-04), after which its end margin is TTL/10 again.
 func TestAutoExtendedLetInExtendsAfterReturn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fakes := newFakeNodes(5)
@@ -53,10 +54,15 @@ func TestAutoExtendedLetInExtendsAfterReturn(t *testing.T) {
 			t.Fatal("ended at once: its end margin is TTL/10, more than its validity")
 		default:
 		}
+		v := l.Validity()
+		time.Sleep(v/letInExtendAfter - time.Millisecond)
+		synctest.Wait()
+		require.Zero(t, extensions.Load(), "extended before a tenth of its validity passed")
+		time.Sleep(2 * time.Millisecond)
 		synctest.Wait()
 		close(returned)
 		synctest.Wait()
-		require.Equal(t, int32(5), extensions.Load(), "no extension after Lock returned")
+		require.Equal(t, int32(5), extensions.Load(), "no extension once a tenth of its validity passed")
 		require.Greater(t, l.Validity(), ttl/2, "not extended to its TTL")
 		l.mu.Lock()
 		margin := l.until.Sub(l.endPoint())
@@ -77,6 +83,7 @@ func TestAutoExtendedLetInFirstExtensionFails(t *testing.T) {
 		}
 		l := c.takeLetIn(t.Context(), tg, lc, w, 1)
 		require.NotNil(t, l, "granted on a majority")
+		time.Sleep(l.Validity()/letInExtendAfter + time.Millisecond) // its first extension is due
 		synctest.Wait()
 		select {
 		case <-l.Done():

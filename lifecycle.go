@@ -57,8 +57,8 @@ func (l *Lock) extendLoop(x *extender) {
 	}
 	s.next = l.acquired.Add(s.every)
 	l.mu.Lock()
-	if l.margin > 0 { // a let-in: extended at once (takeLetIn)
-		s.next = time.Now()
+	if l.margin > 0 { // a let-in: extended once a tenth of its validity has passed (takeLetIn, extendLetIn)
+		s.next = time.Now().Add(time.Until(l.until) / letInExtendAfter)
 	}
 	l.mu.Unlock()
 	for {

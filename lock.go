@@ -32,7 +32,7 @@ type Lock struct {
 	doneShut bool // done is closed (or, made later, will be made closed)
 	// margin, while not 0, is the end margin of an auto-extended let-in in
 	// place of TTL/10 (see endPoint, takeLetIn), until an extension; its
-	// extender extends it at once.
+	// extender extends it once a tenth of its validity has passed.
 	margin time.Duration
 	// nodeBuf holds nodes when there are up to 5, in the Lock's own
 	// allocation (it fits in the Lock's padding: 480 bytes either way).
