@@ -38,7 +38,9 @@ func (c *Client) attempt(ctx context.Context, t target, lc *lockConfig, n int, w
 		a.place = &w.Place
 	}
 	c.acquire(ctx, a)
-	return c.conclude(ctx, a)
+	l, qerr := c.conclude(ctx, a)
+	a.r.recycle()
+	return l, qerr
 }
 
 // conclude makes the Lock of an acquisition whose rounds are in, or takes
@@ -56,7 +58,7 @@ func (c *Client) conclude(ctx context.Context, a *acquisition) (*Lock, *QuorumEr
 func (c *Client) acquire(ctx context.Context, a *acquisition) {
 	req := c.acquireRequest(a)
 	a.start = time.Now()
-	a.r = c.send(ctx, req)
+	a.r = c.sendPooled(ctx, req) // recycled by attempt
 	c.settle(ctx, a, req.op)
 }
 

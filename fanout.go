@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/nodeio"
@@ -21,6 +22,7 @@ type fleet struct {
 	timeout time.Duration // WithNodeTimeout; 0: a TTL's share (nodeTimeout)
 	timed   bool          // an observer listens: record each reply's latency
 	bg      background
+	rounds  sync.Pool // the everyday rounds, recycled (roundpool.go)
 }
 
 // quorum is the number of the fleet's nodes that make a majority.
@@ -110,6 +112,7 @@ type request struct {
 	// out. A release that returned at a majority must still
 	// reach the other nodes when the caller cancels its context next.
 	detach bool
+	pool   *sync.Pool // the round comes from it, and is recycled (sendPooled)
 }
 
 // detached reports whether req's calls are detached from the caller's
@@ -203,16 +206,9 @@ func startAll(nd node, calls []nodeio.Call) {
 func newRound(req request, start time.Time) *round {
 	n := len(req.nodes)
 	req.op.Encode()
-	r := &round{
-		tally:   tally{n: n, need: req.need},
-		pending: n,
-		wake:    make(chan struct{}, 1),
-		judge:   req.judge,
-		stop:    req.stop,
-		settled: req.settled,
-		cut:     req.cut,
-		start:   start,
-	}
+	r := takeRound(req.pool, n)
+	r.tally, r.pending = tally{n: n, need: req.need}, int32(n)
+	r.judge, r.stop, r.settled, r.cut, r.start = req.judge, req.stop, req.settled, req.cut, start
 	if n <= len(r.buf) {
 		r.results = r.buf[:n]
 	} else {

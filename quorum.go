@@ -43,13 +43,18 @@ func (t tally) decided() bool { return t.won() || t.lost() }
 // the round's deadline whether or not the client honours context deadlines
 // (go-redis ignores them on reads unless ContextTimeoutEnabled is set), or
 // when its context ends. Replies that come after that go to the round's
-// late handler (see finish).
+// late handler (see finish). The everyday path's rounds are pooled, and
+// reused once nothing holds them (roundpool.go).
 type round struct {
 	results []wire.Result   // by node index: in buf when it fits
 	buf     [5]wire.Result  // the results of a round over up to 5 nodes, in the round's own allocation
 	latency []time.Duration // by node index, when timed: from the start of the round to the reply
 	tally   tally
-	pending int // calls still running: when fanOut returned, those late
+	pending int32 // calls still running: when fanOut returned, those late
+	// refs counts a pooled round's holders (roundpool.go): its caller until
+	// it recycles the round, each call until it delivered, the deadline
+	// timer while armed.
+	refs atomic.Int32
 
 	judge   func(i int, r wire.Result) wire.Result // see request
 	stop    func(tally) bool                       // see request
@@ -63,9 +68,13 @@ type round struct {
 	closed   bool          // fanOut returned: replies from now on are late
 	finished bool          // finish was called: late replies go to late
 	wasCut   bool          // collect returned undecided, on req.cut
+	answered uint8         // a pooled round's nodes that delivered, by index: a second delivery is dropped
 	late     lateFunc
 	bg       *background
 	held     []reply // late replies that came before finish
+
+	pool  *sync.Pool  // where the round goes back once nothing holds it; nil: not pooled
+	timer *time.Timer // a pooled round's deadline timer, kept for its next use
 }
 
 // reply is one node's result, tagged with the node's index.
@@ -82,7 +91,8 @@ type reply struct {
 type lateFunc func(i int, res wire.Result) (then func())
 
 // Deliver is how node i hands over its result, exactly once, from whatever
-// goroutine it answers on. It never blocks (a late handler does not).
+// goroutine it answers on (a pooled round drops a second). It never
+// blocks (a late handler does not).
 func (r *round) Deliver(i int, res wire.Result) {
 	res.Answered = true
 	if res.Status == wire.StatusFailed && res.Err == nil {
@@ -92,6 +102,10 @@ func (r *round) Deliver(i int, res wire.Result) {
 		res = r.judge(i, res)
 	}
 	r.mu.Lock()
+	if !r.deliverOnce(i) {
+		r.mu.Unlock()
+		return
+	}
 	switch {
 	case !r.closed:
 		r.record(i, res)
@@ -109,6 +123,7 @@ func (r *round) Deliver(i int, res wire.Result) {
 		r.mu.Unlock()
 		handleLate(late, bg, i, res)
 	}
+	r.unref() // the call is done with the round
 }
 
 // decided reports whether the replies so far decide the round: every node
@@ -126,7 +141,7 @@ func (r *round) collect(ctx context.Context, timeout time.Duration, deadline tim
 	r.mu.Unlock()
 	cut := false
 	if wait {
-		t := time.AfterFunc(time.Until(deadline), r.outOfTime)
+		t := r.arm(time.Until(deadline))
 		if done := ctx.Done(); done == nil && r.cut == nil {
 			<-r.wake
 		} else {
@@ -137,7 +152,7 @@ func (r *round) collect(ctx context.Context, timeout time.Duration, deadline tim
 				cut = true
 			}
 		}
-		t.Stop()
+		r.disarm(t)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -168,6 +183,7 @@ func (r *round) outOfTime() {
 	if wake {
 		r.wake <- struct{}{}
 	}
+	r.unref() // the timer is done with the round
 }
 
 // record counts one reply that came in time. Callers hold r.mu.
@@ -212,7 +228,7 @@ func (r *round) finish(bg *background, late lateFunc) {
 	r.finished, r.late, r.bg = true, late, bg
 	held := r.held
 	r.held = nil
-	bg.Add(r.pending)
+	bg.Add(int(r.pending))
 	r.mu.Unlock()
 	for _, x := range held {
 		handleLate(late, bg, x.i, x.r)

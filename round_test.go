@@ -55,7 +55,7 @@ func TestRoundLateReplies(t *testing.T) {
 		}
 		r := <-done
 		require.True(t, r.tally.won())
-		require.Equal(t, 2, r.pending)
+		require.EqualValues(t, 2, r.pending)
 
 		held[3].answer(wire.StatusOK) // late, before finish: kept for it
 		var got []int

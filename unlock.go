@@ -84,7 +84,8 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	if ha := c.hand.claim(l, cooldown, idx != nil); ha != nil {
 		r = c.sendHandOver(ctx, req, ha) // our next waiter's attempt goes with it (handover.go)
 	} else {
-		r = c.send(ctx, req)
+		r = c.sendPooled(ctx, req)
+		defer r.recycle()
 	}
 	r.finish(&c.bg, func(j int, res wire.Result) func() { return l.onRelease(ctx, nodeIndex(idx, j), res) })
 	for j, res := range r.results {
