@@ -64,7 +64,7 @@ func (c *Client) acquire(ctx context.Context, a *acquisition) {
 
 // acquireRequest prepares a's acquire round.
 func (c *Client) acquireRequest(a *acquisition) request {
-	o := a.op(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), a.lc.ttl)
+	o := a.pooledOp(wire.OpAcquire, a.token, wire.EncodeValue(a.token, a.lc.meta), a.lc.ttl)
 	o.Place, o.Wake = a.place, c.hand.wakeArg // Wake: for a node's take-back (nodeio's guard)
 	switch {
 	case a.lc.fencing && a.takesFence():
@@ -80,7 +80,7 @@ func (c *Client) acquireRequest(a *acquisition) request {
 	// grants still queued for the slower nodes, and the lock would survive
 	// one node fewer. Grants that come after a failed attempt are taken
 	// back (refuse), as before.
-	return request{op: o, need: c.quorum(), timeout: c.nodeTimeout(a.lc.ttl), stop: tally.decided, judge: c.judge, detach: true}
+	return request{op: o, pooledOp: true, need: c.quorum(), timeout: c.nodeTimeout(a.lc.ttl), stop: tally.decided, judge: c.judge, detach: true}
 }
 
 // settle concludes a's acquire round r, sent as o: whether it won and,

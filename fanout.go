@@ -113,6 +113,9 @@ type request struct {
 	// reach the other nodes when the caller cancels its context next.
 	detach bool
 	pool   *sync.Pool // the round comes from it, and is recycled (sendPooled)
+	// pooledOp: op comes from the pool of ops (pooledOp); a pooled round
+	// puts it back with itself.
+	pooledOp bool
 }
 
 // detached reports whether req's calls are detached from the caller's
@@ -206,7 +209,7 @@ func startAll(nd node, calls []nodeio.Call) {
 func newRound(req request, start time.Time) *round {
 	n := len(req.nodes)
 	req.op.Encode()
-	r := takeRound(req.pool, n)
+	r := takeRound(req, n)
 	r.tally, r.pending = tally{n: n, need: req.need}, int32(n)
 	r.judge, r.stop, r.settled, r.cut, r.start = req.judge, req.stop, req.settled, req.cut, start
 	if n <= len(r.buf) {

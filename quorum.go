@@ -71,10 +71,11 @@ type round struct {
 	answered uint8         // a pooled round's nodes that delivered, by index: a second delivery is dropped
 	late     lateFunc
 	bg       *background
-	held     []reply // late replies that came before finish
+	held     *[]reply // late replies that came before finish (a pointer: the round stays in its size class)
 
 	pool  *sync.Pool  // where the round goes back once nothing holds it; nil: not pooled
 	timer *time.Timer // a pooled round's deadline timer, kept for its next use
+	op    *wire.Op    // a pooled round's pooled op, which goes back with it
 }
 
 // reply is one node's result, tagged with the node's index.
@@ -116,7 +117,10 @@ func (r *round) Deliver(i int, res wire.Result) {
 			r.wake <- struct{}{} // buffered, sent once
 		}
 	case !r.finished:
-		r.held = append(r.held, reply{i, res})
+		if r.held == nil {
+			r.held = new([]reply)
+		}
+		*r.held = append(*r.held, reply{i, res})
 		r.mu.Unlock()
 	default:
 		late, bg := r.late, r.bg
@@ -226,7 +230,10 @@ func (r *round) finish(bg *background, late lateFunc) {
 		return
 	}
 	r.finished, r.late, r.bg = true, late, bg
-	held := r.held
+	var held []reply
+	if r.held != nil {
+		held = *r.held
+	}
 	r.held = nil
 	bg.Add(int(r.pending))
 	r.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/wire"
 )
 
 // This file is where the rounds of the everyday path come from and go
@@ -17,7 +19,10 @@ import (
 // once stopped or run. Until then it is nobody else's, whatever the
 // nodes do: a call that never answers keeps its round out of the pool
 // (the garbage collector takes it), and a second delivery of one node's
-// reply is dropped, never counted twice.
+// reply is dropped, never counted twice. The op such a round sends, taken
+// from a pool of ops (pooledOp), goes back with it: once every call
+// delivered, no node reads it (a lane keeps its batch's keys, not its
+// ops, for the other lanes' order).
 
 // sendPooled is send with a round from the fleet's pool. The caller
 // recycles the round once done with its results, and keeps nothing of it
@@ -27,18 +32,38 @@ func (f *fleet) sendPooled(ctx context.Context, req request) *round {
 	return f.send(ctx, req)
 }
 
-// takeRound returns a round for n nodes: from pool when there is one and
-// the results fit in the round (up to 5 nodes), with n+1 holders (the
-// calls and the caller); otherwise a new round that is not pooled.
-func takeRound(pool *sync.Pool, n int) *round {
-	if pool == nil || n > len(round{}.buf) {
+// ops holds the ops of pooled rounds between uses. They hold no channel
+// and no timer, so one pool serves every Client.
+var ops sync.Pool
+
+// pooledOp is op, from the pool of ops: a pooled round that sends it with
+// request.pooledOp set puts it back with itself; an op sent otherwise is
+// left to the garbage collector.
+func (t *target) pooledOp(kind wire.Kind, token, value string, ttl time.Duration) *wire.Op {
+	o, _ := ops.Get().(*wire.Op)
+	if o == nil {
+		o = new(wire.Op)
+	}
+	*o = wire.Op{Kind: kind, Key: t.rkey, Keys: t.rkeys, Mode: t.mode, Token: token, Value: value, TTL: ttl}
+	return o
+}
+
+// takeRound returns a round for req's n nodes: from req.pool when there
+// is one and the results fit in the round (up to 5 nodes), with n+1
+// holders (the calls and the caller), and owning req.op if it is a
+// pooled op; otherwise a new round that is not pooled.
+func takeRound(req request, n int) *round {
+	if req.pool == nil || n > len(round{}.buf) {
 		return &round{wake: make(chan struct{}, 1)}
 	}
-	r, _ := pool.Get().(*round)
+	r, _ := req.pool.Get().(*round)
 	if r == nil {
-		r = &round{wake: make(chan struct{}, 1), pool: pool}
+		r = &round{wake: make(chan struct{}, 1), pool: req.pool}
 	}
 	r.refs.Store(int32(n) + 1)
+	if req.pooledOp {
+		r.op = req.op
+	}
 	return r
 }
 
@@ -74,6 +99,10 @@ func (r *round) reset() {
 	select {
 	case <-r.wake:
 	default:
+	}
+	if r.op != nil {
+		*r.op = wire.Op{}
+		ops.Put(r.op)
 	}
 	pool, timer, wake := r.pool, r.timer, r.wake
 	*r = round{}

@@ -74,12 +74,12 @@ func (l *Lock) release(ctx context.Context, cooldown time.Duration) error {
 	// Unlock returns (defer cancel()) would otherwise drop the releases
 	// still queued for the slower nodes, whose keys stayed until their TTL.
 	start := time.Now()
-	o := l.op(wire.OpRelease, l.token, "", cooldown)
+	o := l.pooledOp(wire.OpRelease, l.token, "", cooldown)
 	o.Wake = c.hand.wakeArg
 	if l.fence != 0 && cooldown == 0 && fencedGrant(l.target) {
 		o.Fence = c.proposeAbove(l.fence) // a fenced waiter's token, where the release grants it the key
 	}
-	req := request{op: o, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true}
+	req := request{op: o, pooledOp: true, nodes: nodes, need: max(c.quorum()-already, 0), timeout: c.nodeTimeout(ttl), stop: tally.won, detach: true}
 	var r *round
 	if ha := c.hand.claim(l, cooldown, idx != nil); ha != nil {
 		r = c.sendHandOver(ctx, req, ha) // our next waiter's attempt goes with it (handover.go)

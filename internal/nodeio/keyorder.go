@@ -61,12 +61,13 @@ func (s *stream) take(l *lane) (batch []Call, wait time.Duration) {
 			return nil, 0
 		}
 	}
-	l.ops, l.sentAt, l.until = l.ops[:0], time.Now(), latestDeadline(batch)
+	l.keys, l.sentAt, l.until = l.keys[:0], time.Now(), latestDeadline(batch)
 	if l.first {
 		s.firstSent = l.sentAt
 	}
 	for i := range batch {
-		l.ops = append(l.ops, batch[i].Op)
+		l.keys = append(l.keys, batch[i].Op.Key)
+		l.keys = append(l.keys, batch[i].Op.Keys...)
 	}
 	s.out = append(s.out, l)
 	return batch, 0
@@ -77,8 +78,8 @@ func (s *stream) take(l *lane) (batch []Call, wait time.Duration) {
 func (s *stream) takeFree(batch []Call) []Call {
 	busy := map[string]bool{}
 	for _, o := range s.out {
-		for _, op := range o.ops {
-			markKeys(busy, op)
+		for _, k := range o.keys {
+			busy[k] = true
 		}
 	}
 	rest := s.queue[:0]
@@ -139,6 +140,6 @@ func (s *stream) finish(l *lane, batch []Call) {
 		signal(s.wake)
 	}
 	clear(batch)
-	clear(l.ops) // once no other lane reads them (takeFree)
-	l.spare, l.ops = batch[:0], l.ops[:0]
+	clear(l.keys) // once no other lane reads them (takeFree)
+	l.spare, l.keys = batch[:0], l.keys[:0]
 }

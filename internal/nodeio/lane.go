@@ -21,9 +21,11 @@ type lane struct {
 	// bctx: the one context the lane sends its batches on, when the
 	// client has ContextTimeoutEnabled (a batch's deadline bounds its reads).
 	bctx batchContext
-	// ops are the ops of the batch out on the lane (under s.mu), for the
-	// other lanes' order per key; nil between batches.
-	ops    []*wire.Op
+	// keys are the keys of the batch out on the lane (under s.mu), for
+	// the other lanes' order per key; empty between batches. Copied from
+	// the ops, which may be reused once their calls delivered (the root
+	// package pools its everyday rounds' ops).
+	keys   []string
 	sentAt time.Time // when the batch out was taken
 	until  time.Time // the latest deadline of its calls
 	spare  []Call    // the last batch's slice, for reuse
