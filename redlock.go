@@ -254,13 +254,24 @@ func (c *Client) callConfig(key string, s scope, opts []Option) (lockConfig, err
 	return c.configure(c.cfg.lock, key, s, opts)
 }
 
+// withOptions returns lc with opts applied. (Apart from configure: an
+// option applies through a pointer, which would put configure's lc on the
+// heap on every call, options or not.)
+func withOptions(lc lockConfig, s scope, opts []Option) (lockConfig, error) {
+	err := applyCall(&lc, s, opts)
+	return lc, err
+}
+
 // configure is callConfig from the settings lc.
 func (c *Client) configure(lc lockConfig, key string, s scope, opts []Option) (lockConfig, error) {
 	if err := checkKey(key); err != nil {
 		return lc, err
 	}
-	if err := applyCall(&lc, s, opts); err != nil {
-		return lc, err
+	if len(opts) > 0 {
+		var err error
+		if lc, err = withOptions(lc, s, opts); err != nil {
+			return lc, err
+		}
 	}
 	if !canBeValid(lc.ttl, c.cfg.drift) {
 		return lc, invalid("TTL %v leaves no validity after drift %v", lc.ttl, drift(lc.ttl, c.cfg.drift))
