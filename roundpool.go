@@ -11,9 +11,9 @@ import (
 // This file is where the rounds of the everyday path come from and go
 // back to. Every Lock and every Unlock is a round, about 700 bytes with
 // its results, and in a process that only locks the garbage collector
-// follows the bytes allocated: with the two rounds of a cycle taken from
-// a pool, a cycle allocates a third less (docs/performance.md, "The
-// everyday rounds, pooled"). A pooled round goes back to its Client's
+// follows the bytes allocated: with the two rounds of a cycle and their
+// ops taken from pools, a cycle allocates half as much (docs/performance.md,
+// "The everyday rounds, pooled"). A pooled round goes back to its Client's
 // pool once nothing holds it: its caller, who recycles it when done with
 // its results; each node call, once it delivered; the deadline timer,
 // once stopped or run. Until then it is nobody else's, whatever the
