@@ -69,11 +69,11 @@ bench-go: redis-server
 	$(GO) test ./integration -run '^$$' -bench 'Handoff' -benchtime 2000x -count 5
 	$(GO) test . -run '^$$' -bench . -count 6
 
-# The chaos suite's long profile: 10x the acquisitions of the short one that
+# The chaos suite's long profile: 25x the acquisitions of the short one that
 # make test runs, and the canaries on random workloads, which report how
 # many violations each run found (see docs/reliability.md).
 chaos: redis-server
-	REDLOCK_CHAOS=long $(GO) test -tags chaos -race -count=1 -timeout 90m -v -run 'TestChaos' ./integration
+	REDLOCK_CHAOS=long $(GO) test -tags chaos -race -count=1 -timeout 120m -v -run 'TestChaos' ./integration
 
 redis-server:
 	@command -v redis-server >/dev/null 2>&1 || { \

@@ -55,7 +55,7 @@ func TestChaosFarNodes(t *testing.T) {
 	target := chaosTarget()
 	var done atomic.Int64
 	perWorker := make([]atomic.Int64, keys*perKey)
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := chaosDeadline(5 * time.Minute)
 	var wg sync.WaitGroup
 	for w := range keys * perKey {
 		c, k := shared, w%keys

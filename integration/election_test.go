@@ -198,7 +198,7 @@ func TestChaosElection(t *testing.T) {
 	target := chaosTarget() / 16
 	var done atomic.Int64
 	stop := make(chan struct{})
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := chaosDeadline(3 * time.Minute)
 
 	// Observers, in Clients of their own that reach the nodes directly.
 	ctx, cancel := context.WithCancel(t.Context())

@@ -290,7 +290,7 @@ func chaosMultiLock(t *testing.T, extra ...redlock.Option) (granted int64) {
 	}
 	var done atomic.Int64
 	progress := make([]atomic.Int64, len(workerSets))
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := chaosDeadline(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
 	var nodeViolations []string // and holdings of the wrong set
 	backed := newBacking(t, nodes)

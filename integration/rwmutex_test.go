@@ -277,7 +277,7 @@ func chaosRWMutex(t *testing.T, opts ...redlock.Option) (granted int64) {
 	var reads, writes, byPlace atomic.Int64
 	var done atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := chaosDeadline(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() {
 		from := time.Now()
 		j.add("fault from %s to now: %s", from.Format("15:04:05.000000"), anyFault(t, nodes, proxies))

@@ -138,7 +138,7 @@ func chaosSemaphore(t *testing.T, opts ...redlock.Option) (granted int64) {
 	slots := map[string]*checker{}
 	var done, byPlace atomic.Int64
 	perWorker := make([]atomic.Int64, 6)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := chaosDeadline(3 * time.Minute)
 	stopFaults := faultsEvery(300*time.Millisecond, func() { anyFault(t, nodes, proxies) })
 	backed := newBacking(t, nodes)
 	var wg sync.WaitGroup
