@@ -56,7 +56,11 @@ func withPlace(o *wire.Op, id string, ticket int64, lease time.Duration) *wire.O
 	return o
 }
 
-func withWake(o *wire.Op) *wire.Op { o.Wake = wakePrefix; return o }
+func withWake(o *wire.Op) *wire.Op { return withWakeOf(o, wakePrefix) }
+
+// withWakeOf sets the op's wake prefix; one other than its key's prefix's
+// keeps a release in its full form (Op.release).
+func withWakeOf(o *wire.Op, prefix string) *wire.Op { o.Wake = prefix; return o }
 
 func withKeys(o *wire.Op, keys ...string) *wire.Op { o.Keys, o.Mode = keys, wire.ModeSet; return o }
 
@@ -133,6 +137,13 @@ func conformance() map[string][]step {
 			do(queue(k("gs")+"a", "b.1", 200, false)), do(setAcqOp(k("gs")+"a", k("gs")+"b", "s1", "a.1", 100)),
 			do(setAcqOp(k("gs")+"a", k("gs")+"b", "s3", "c.1", 300)),
 			raw("ZRANGE", k("gs")+"a:queue", 0, -1), raw("ZRANGE", k("gs")+"b:queue", 0, -1),
+		},
+		"release forms": { // the short form (token alone, Op.release) and the full one, each on a free key and over a queue
+			do(plain(k("rf"), "t1", "t1")), do(rel(k("rf"), "t1", 0)), raw("EXISTS", k("rf")), // short: deleted
+			do(plain(k("rf"), "t2", "t2")), do(queue(k("rf"), "c1.1", 100, false)), do(rel(k("rf"), "t2", 0)), raw("GET", k("rf")), // short: wakes c1.1 on redlock:wake:c1
+			do(withPlace(acq(k("rf"), "t3"), "c1.1", 100, lease)), do(queue(k("rf"), "c2.1", 200, false)),
+			do(withWakeOf(rel(k("rf"), "t3", 0), "other:wake:")), raw("GET", k("rf")), // full: wakes c2.1 on other:wake:c2
+			do(plain(k("rg"), "t4", "t4")), do(withWakeOf(rel(k("rg"), "t4", 0), "other:wake:")), raw("EXISTS", k("rg")), // full, free: deleted
 		},
 		"plain acquire and reservations": {
 			do(plain(k("p"), "t1", "t1\x00meta")), raw("PTTL", k("p")), do(plain(k("p"), "t2", "t2")), // created (OK); refused (nil)

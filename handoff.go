@@ -183,8 +183,9 @@ func (h *handoff) awaitSubscribed(ctx context.Context, d time.Duration) {
 	}
 }
 
-// wakeInfix follows the key prefix in the name of a Client's wake channel.
-const wakeInfix = "wake:"
+// wakeInfix follows the key prefix in the name of a Client's wake channel
+// (releaseSrc's short form derives it from the key: wire.WakeInfix).
+const wakeInfix = wire.WakeInfix
 
 // busy reports whether Lock calls for t should queue before trying:
 // others of this Client wait for one of its keys, or the key's last

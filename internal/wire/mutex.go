@@ -77,7 +77,10 @@ return 1
 // channels' prefix, or "" to wake nobody (taking back a failed attempt's
 // grants, which released no lock anyone held; the key is still Reserved
 // for a queue), ARGV[4] (optional) 1: a hand-over, which grants nobody
-// (0: not), ARGV[5] (optional) the releaser's fencing proposal.
+// (0: not), ARGV[5] (optional) the releaser's fencing proposal. The short
+// form is the token alone: no cooldown, and the wake channels' prefix is
+// the key's own (the part before its '{') followed by "wake:", as a
+// Client names them (Op.release sends it only then).
 // Reply: 1 released, or {1, first waiter} when a queue was found; 0 key
 // absent (expired); −1 another token holds it.
 //
@@ -87,7 +90,10 @@ return 1
 // nothing else is read. A release whose token is a place's ID always
 // sends ARGV[4] (Op.release), so that its place is taken out (placeOutLua)
 // whatever the value. On one redis-server the fast path runs about 2,400
-// fewer instructions per call than the general path did (callgrind).
+// fewer instructions per call than the general path did (callgrind); sent
+// in its short form (the token alone), it costs the server what the
+// floor's two-line compare-and-delete does (2.10 against 2.07 µs a call,
+// 2.44 with the three arguments: docs/performance.md, 2026-12-04).
 //
 // The one-key scripts stay apart from the multi-key ones, loops and all:
 // they are on every lock's path, and under load the nodes' CPU is the
@@ -95,10 +101,11 @@ return 1
 // about 15% in an A/B run).
 var releaseSrc = `
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] and ARGV[2] == '0' and not ARGV[4] then -- the uncontended release: ours, unmarked, no cooldown, no place (Op.release)
+if v == ARGV[1] and (not ARGV[2] or ARGV[2] == '0' and not ARGV[4]) then -- the uncontended release: ours, unmarked, no cooldown, no place (Op.release)
 	redis.call('DEL', KEYS[1])
 	return 1
 end
+local ARGV = ARGV[2] and ARGV or {ARGV[1], '0', string.match(KEYS[1], '^[^{]*') .. 'wake:'} -- the short form's: no cooldown, the key's prefix's wake channels
 ` + placeOutLua(".wi", queueLua) + `
 if placeMoved then v = redis.call('GET', KEYS[1]) end -- again, where the token was a queued place's (Op.release): its leave may have handed a reservation on
 if not v or string.byte(v) == 0 then return 0 end

@@ -170,6 +170,8 @@ func (o *Op) release(keys []string, ms int64) {
 		// releaseSrc's fast path is for a token that is no place's ID:
 		// ARGV[4] (not a hand-over) keeps a place's release off it.
 		o.set(keys, o.Token, ms, o.wakeArg(), 0)
+	case releasesOneKey[o.Mode] && ms == 0 && o.wakesByKey():
+		o.set(keys, o.Token) // releaseSrc's short form: two arguments fewer for the server to read and make Lua strings of
 	default:
 		o.set(keys, o.Token, ms, o.wakeArg())
 	}
@@ -253,6 +255,19 @@ func (o *Op) set(keys []string, args ...any) {
 	}
 	o.wire = append(w, args...)
 }
+
+// wakesByKey reports whether the op's wake prefix is the one releaseSrc's
+// short form derives from the key: the key's part before its first '{'
+// (a Client's key prefix, which has no braces) followed by "wake:".
+func (o *Op) wakesByKey() bool {
+	w, ok := o.Wake.(string)
+	i := strings.IndexByte(o.Key, '{')
+	return ok && i >= 0 && len(w) == i+len(WakeInfix) && w[:i] == o.Key[:i] && w[i:] == WakeInfix
+}
+
+// WakeInfix follows the key prefix in the name of a Client's wake
+// channel: prefix + WakeInfix + the Client's ID.
+const WakeInfix = "wake:"
 
 // wakeArg is the op's wake prefix argument: "" for none.
 func (o *Op) wakeArg() any {
