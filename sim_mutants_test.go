@@ -178,6 +178,12 @@ var mutants = []mutant{
 	// and a run caught the mutant or not as goroutines happened to run
 	// (CI, 2026-11-29: not in 300 seeds; alone: at seed 16).
 	everywhere("release notices never published", "redis.call('PUBLISH', prefix .. ", "local _ = tostring(prefix .. "),
+	// The everyday release is the token alone (2026-12-04): its fast path
+	// must stay for a value that is the token alone, never a marked one.
+	scriptMutant("the short release deletes a key its waiters queued on, waking and keeping nobody", (&wire.Op{Kind: wire.OpRelease}).Source(),
+		"if v == ARGV[1] and (not ARGV[2] or", "if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] and (not ARGV[2] or"),
+	scriptMutant("the short release wakes its waiters on channels no Client listens on", (&wire.Op{Kind: wire.OpRelease}).Source(),
+		".. 'wake:'}", ".. 'wak:'}"),
 	scriptMutant("release without its token check: deletes whoever holds the key", (&wire.Op{Kind: wire.OpRelease}).Source(), tokenCheck, ""),
 	scriptMutant("a cooldown ignored: the release deletes the key at once", (&wire.Op{Kind: wire.OpRelease}).Source(), "if ARGV[2] ~= '0' then", "if false then"),
 	scriptMutant("extend re-creates an expired key", (&wire.Op{Kind: wire.OpExtend}).Source(),
