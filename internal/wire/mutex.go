@@ -92,8 +92,8 @@ return 1
 // whatever the value. On one redis-server the fast path runs about 2,400
 // fewer instructions per call than the general path did (callgrind); sent
 // in its short form (the token alone), it costs the server what the
-// floor's two-line compare-and-delete does (2.10 against 2.07 µs a call,
-// 2.44 with the three arguments: docs/performance.md, 2026-12-04).
+// floor's two-line compare-and-delete does (1.52 against 1.51 µs a call,
+// 1.73 with the three arguments: docs/performance.md, 2026-12-04).
 //
 // The one-key scripts stay apart from the multi-key ones, loops and all:
 // they are on every lock's path, and under load the nodes' CPU is the
