@@ -105,7 +105,7 @@ if v == ARGV[1] and (not ARGV[2] or ARGV[2] == '0' and not ARGV[4]) then -- the 
 	redis.call('DEL', KEYS[1])
 	return 1
 end
-local ARGV = ARGV[2] and ARGV or {ARGV[1], '0', string.match(KEYS[1], '^[^{]*') .. 'wake:'} -- the short form's: no cooldown, the key's prefix's wake channels
+local ARGV = ARGV[2] and ARGV or {ARGV[1], '0', string.match(KEYS[1], '^[^{]*') .. '` + WakeInfix + `'} -- the short form's: no cooldown, the key's prefix's wake channels
 ` + placeOutLua(".wi", queueLua) + `
 if placeMoved then v = redis.call('GET', KEYS[1]) end -- again, where the token was a queued place's (Op.release): its leave may have handed a reservation on
 if not v or string.byte(v) == 0 then return 0 end
