@@ -66,10 +66,12 @@ func IsReserved(v string) bool { return strings.HasPrefix(v, Reserved) }
 const Queued = "\x00\x02"
 
 // Unmark returns a holder's value v without its Queued mark, as it was
-// set.
+// set. A value that starts with NUL is a reservation (Reserved), no
+// holder's, and is returned as it is, as IsQueued reads it: the token it
+// names may start with the mark's byte (WithToken refuses only NUL).
 func Unmark(v string) string {
 	i := strings.IndexByte(v, 0)
-	if i < 0 || !strings.HasPrefix(v[i:], Queued) {
+	if i <= 0 || !strings.HasPrefix(v[i:], Queued) {
 		return v
 	}
 	if len(v) == i+len(Queued) {
