@@ -5,7 +5,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test lint test-docker bench bench-go chaos sim redis-server
+.PHONY: demo test lint test-docker bench bench-go chaos sim fuzz redis-server
 
 # Needs nothing but Go: embedded nodes unless redis-server is installed.
 demo:
@@ -46,6 +46,19 @@ lint:
 # The simulator's long profile: 50,000 seeds (about 25 minutes on 2 cores).
 sim:
 	$(GO) test -count=1 -timeout 120m -run 'TestSimulation$$' -sim.seeds=50000 .
+
+# Every fuzz target of the repository (each _test.go's func Fuzz...) for
+# FUZZTIME each, one after the other: 6 targets, about 3 minutes at the
+# default 30s. An input that fails is written to its package's
+# testdata/fuzz/, where plain go test runs it from then on: commit it
+# with the fix (docs/testing.md, "Fuzzing").
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sort | while IFS=: read -r file decl; do \
+	  name=$${decl#func }; dir=$$(dirname "$$file"); \
+	  echo "== $$dir $$name"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$dir"; \
+	done
 
 # The integration suite's fault tests on containers through testcontainers
 # (REDLOCK_BACKEND=docker; see docs/testing.md): needs a Docker engine, and
