@@ -324,8 +324,8 @@ func inspectReply(reply []any, err error) Result {
 	var fence int64
 	if len(reply) >= 3 {
 		if s, ok := reply[2].(string); ok {
-			if fence, err = strconv.ParseInt(s, 10, 64); err != nil {
-				return Result{Err: fmt.Errorf("fence counter %q is not a number", s)}
+			if fence, err = strconv.ParseInt(s, 10, 64); err != nil || fence < 0 {
+				return Result{Err: fmt.Errorf("fence counter %q is not a whole number", s)}
 			}
 		}
 	}
