@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
 )
 
@@ -86,8 +87,12 @@ func TestFencingCounterexample(t *testing.T) {
 	}
 }
 
-// TestFencingBadCounter: a counter of the wrong type, or one that would pass
-// 2^53, fails its node with a clear error; no token is handed out.
+// TestFencingBadCounter: a counter of the wrong type, or one that would
+// pass 2^53, fails its node with a clear error; no token is handed out. One
+// below 0 (a hand-made write) is below every token: the uncontended
+// acquire's ZADD GT raises it to the proposal, which is the token. Inspect
+// reports each counter that is no fence as the node's error, not as its
+// fence.
 func TestFencingBadCounter(t *testing.T) {
 	nodes := StartNodes(t, 3)
 	key := UniqueKey(t, nodes)
@@ -99,13 +104,17 @@ func TestFencingBadCounter(t *testing.T) {
 	})
 	c := newClient(t, Clients(t, nodes, nil), redlock.WithFencing())
 	for _, tc := range []struct {
-		name string
-		set  func(n *Node) error
-		want string
+		name       string
+		set        func(n *Node) error
+		want       string
+		inspectErr bool // Inspect reports the node's error
 	}{
-		{"wrong type", func(n *Node) error { return Admin(t, n).HSet(t.Context(), fence, "f", "v").Err() }, "not a whole number"},
-		{"near 2^53", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "9007199254740990", 0).Err() }, "2^53"},
-		{"not a number", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "x", 0).Err() }, "not a whole number"},
+		{"wrong type", func(n *Node) error { return Admin(t, n).HSet(t.Context(), fence, "f", "v").Err() }, "not a whole number", true},
+		{"near 2^53", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "9007199254740990", 0).Err() }, "2^53", false},
+		{"not a number", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "x", 0).Err() }, "not a whole number", true},
+		{"negative", func(n *Node) error {
+			return Admin(t, n).ZAdd(t.Context(), fence, redis.Z{Score: -1, Member: "c"}).Err()
+		}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, n := range nodes {
@@ -114,7 +123,25 @@ func TestFencingBadCounter(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, err := c.TryLock(t.Context(), key)
+			s, err := c.Inspect(t.Context(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, n := range s.Nodes {
+				if (n.Err != nil) != tc.inspectErr || n.Err == nil && n.Fence != 9007199254740990 {
+					t.Errorf("Inspect, node %d: fence %d, error %v; want an error: %v", i, n.Fence, n.Err, tc.inspectErr)
+				}
+			}
+			l, err := c.TryLock(t.Context(), key)
+			if tc.want == "" {
+				if err != nil || l.Fence() == 0 {
+					t.Fatalf("got %v, want a lock with a token", err)
+				}
+				if err := l.Unlock(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
 			var qe *redlock.QuorumError
 			if !errors.As(err, &qe) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrNotObtained naming %q", err, tc.want)
