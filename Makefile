@@ -48,7 +48,7 @@ sim:
 	$(GO) test -count=1 -timeout 120m -run 'TestSimulation$$' -sim.seeds=50000 .
 
 # Every fuzz target of the repository (each _test.go's func Fuzz...) for
-# FUZZTIME each, one after the other: 6 targets, about 3 minutes at the
+# FUZZTIME each, one after the other: 7 targets, about 4 minutes at the
 # default 30s. An input that fails is written to its package's
 # testdata/fuzz/, where plain go test runs it from then on: commit it
 # with the fix (docs/testing.md, "Fuzzing").

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -125,4 +127,50 @@ func TestSizes(t *testing.T) {
 	if got := unsafe.Sizeof(Op{}); got > 480 {
 		t.Errorf("Op is %d bytes, more than the 480-byte size class", got)
 	}
+}
+
+// FuzzQueueReply: any reply to a look decodes to a status or an error,
+// never a panic: a well-formed one ({head, lease left, PTTL, holder, waits,
+// holders, the set's grants}, the last four optional) to the key's state,
+// anything else to an error; and a set's per-key fields stay within the
+// reply's own bounds.
+func FuzzQueueReply(f *testing.F) {
+	f.Add("s.1", int64(5000), int64(-1), "t7", "011", "\x00t7\x00t8\x00", "gf-", uint8(7), false)
+	f.Add("", int64(0), int64(-2), "", "", "", "", uint8(4), true)
+	f.Fuzz(func(t *testing.T, head string, left, pttl int64, holder, waits, holders, mine string, n uint8, oneKey bool) {
+		var fifth any = waits
+		if oneKey {
+			fifth = int64(len(waits) % 2)
+		}
+		full := []any{head, left, pttl, holder, fifth, holders, mine}
+		reply := full[:min(int(n), len(full))]
+		r := queueReply(reply, nil)
+		if (r.Err == nil) != (len(reply) >= 3) {
+			t.Fatalf("%q: got %+v", reply, r)
+		}
+		for i := range 70 {
+			if strings.IndexByte(r.KeyHolder(i), 0) >= 0 {
+				t.Fatalf("%q: KeyHolder(%d) = %q holds a NUL", reply, i, r.KeyHolder(i))
+			}
+		}
+		if r.Err != nil {
+			return
+		}
+		d := r.Details()
+		switch {
+		case pttl == -2 && (r.Status != StatusAbsent || r.Value != ""):
+			t.Fatalf("%q: a free key: got %+v", reply, r)
+		case pttl != -2 && (r.Status != StatusHeld || len(reply) >= 4 && r.Value != holder):
+			t.Fatalf("%q: a held key: got %+v", reply, r)
+		case pttl < 0 && pttl != -2 && r.PTTL != -1:
+			t.Fatalf("%q: no expiry: got PTTL %v", reply, r.PTTL)
+		case d.Granted&d.First != 0 || !oneKey && d.Waits>>min(len(waits), 64) != 0 || oneKey && d.Waits != 0:
+			t.Fatalf("%q: a set's keys out of the reply's bounds: %+v", reply, d)
+		}
+		for _, odd := range [][]any{{left, left, pttl}, {head, head, pttl}, {head, left, head}, append(slices.Clone(full), head)} {
+			if res := queueReply(odd, nil); res.Err == nil {
+				t.Fatalf("%q: got %+v, want an error", odd, res)
+			}
+		}
+	})
 }
