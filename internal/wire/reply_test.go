@@ -1,10 +1,13 @@
 package wire
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // FuzzReplies: any reply a node might send decodes to a status or an error,
@@ -43,6 +46,12 @@ func FuzzReplies(f *testing.F) {
 		// any more: a node running old scripts is told apart.
 		if res := acquireReply([]any{"runid", value, r}, nil); res.Err == nil {
 			t.Fatalf("wrapped reply %d: got %+v, want an error", r, res)
+		}
+		// A release that woke or granted a waiter names it: {1, head}.
+		rel := redis.NewCmd(context.Background())
+		rel.SetVal([]any{r, value})
+		if res := Decode(OpRelease, rel); res.OK() != (r == 1) || res.OK() && res.Head != value || !res.OK() && res.Err == nil {
+			t.Fatalf("release reply {%d, %q}: got %+v", r, value, res)
 		}
 		if res := fenceWriteReply(r); res.OK() != (r == 1) || (res.Err == nil) != (r == 1 || r == -1) {
 			t.Fatalf("fence write-back reply %d: got %+v", r, res)
