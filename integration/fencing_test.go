@@ -103,6 +103,7 @@ func TestFencingBadCounter(t *testing.T) {
 		}
 	})
 	c := newClient(t, Clients(t, nodes, nil), redlock.WithFencing())
+	const near = 9007199254740990 // 2^53 − 2: a fence, but none can follow it
 	for _, tc := range []struct {
 		name       string
 		set        func(n *Node) error
@@ -110,7 +111,7 @@ func TestFencingBadCounter(t *testing.T) {
 		inspectErr bool // Inspect reports the node's error
 	}{
 		{"wrong type", func(n *Node) error { return Admin(t, n).HSet(t.Context(), fence, "f", "v").Err() }, "not a whole number", true},
-		{"near 2^53", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "9007199254740990", 0).Err() }, "2^53", false},
+		{"near 2^53", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, near, 0).Err() }, "2^53", false},
 		{"not a number", func(n *Node) error { return Admin(t, n).Set(t.Context(), fence, "x", 0).Err() }, "not a whole number", true},
 		{"negative", func(n *Node) error {
 			return Admin(t, n).ZAdd(t.Context(), fence, redis.Z{Score: -1, Member: "c"}).Err()
@@ -128,7 +129,7 @@ func TestFencingBadCounter(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, n := range s.Nodes {
-				if (n.Err != nil) != tc.inspectErr || n.Err == nil && n.Fence != 9007199254740990 {
+				if (n.Err != nil) != tc.inspectErr || n.Err == nil && n.Fence != near { // (the one counter here that is a fence)
 					t.Errorf("Inspect, node %d: fence %d, error %v; want an error: %v", i, n.Fence, n.Err, tc.inspectErr)
 				}
 			}
